@@ -1,0 +1,320 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PermissionMode is the harness permission posture of the governed agents: allow-reads or
+// allow-edits. Both checks are CEL rules rather than an enum so that allow-all gets a message
+// saying why it is refused (the API server skips CEL rules on a value that failed the enum).
+// +kubebuilder:validation:MaxLength=32
+// +kubebuilder:validation:XValidation:rule="self != 'allow-all'",message="allow-all is not permitted: it lets the agent run every tool without asking, which bypasses the gate's Ask verdicts; use allow-edits or allow-reads"
+// +kubebuilder:validation:XValidation:rule="self == 'allow-all' || self in ['allow-reads', 'allow-edits']",message="must be allow-reads or allow-edits"
+type PermissionMode string
+
+const (
+	// PermissionModeAllowReads lets the agent read without asking; every edit needs approval.
+	PermissionModeAllowReads PermissionMode = "allow-reads"
+	// PermissionModeAllowEdits lets the agent read and edit files without asking.
+	PermissionModeAllowEdits PermissionMode = "allow-edits"
+)
+
+// Action is the verdict a rule gives when it matches.
+// +kubebuilder:validation:Enum=Allow;Ask;Block
+type Action string
+
+const (
+	// ActionAllow lets the call proceed (subject to the agent's own permission flow).
+	ActionAllow Action = "Allow"
+	// ActionAsk holds the call for a human.
+	ActionAsk Action = "Ask"
+	// ActionBlock refuses the call.
+	ActionBlock Action = "Block"
+)
+
+// FailurePolicy says what a rule whose evaluation errors does.
+// +kubebuilder:validation:Enum=Fail;Ignore
+type FailurePolicy string
+
+const (
+	// FailurePolicyFail blocks the call when a rule errors.
+	FailurePolicyFail FailurePolicy = "Fail"
+	// FailurePolicyIgnore skips a rule that errors.
+	FailurePolicyIgnore FailurePolicy = "Ignore"
+)
+
+// Hostname is a DNS name such as github.com: no scheme, port, path or wildcard.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=253
+// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?[.])*[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$')",message="must be a lower-case DNS name such as github.com, with no scheme, port, path or wildcard"
+// +kubebuilder:validation:XValidation:rule="!isIP(self)",message="is an IP address, not a host name: put it in allowedCIDRs as a /32 or /128"
+type Hostname string
+
+// CIDR is an IPv4 or IPv6 network in CIDR notation, such as 10.0.0.0/8 or fd00::/8.
+// +kubebuilder:validation:MaxLength=49
+// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="must be a CIDR such as 10.0.0.0/8 or fd00::/8"
+type CIDR string
+
+// ToolName is the name of a custom host-executed tool.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=128
+type ToolName string
+
+// HarnessAgentPolicySpec declares how the sandboxed agents selected by podSelector are governed.
+type HarnessAgentPolicySpec struct {
+	// workspaceID binds the rules snapshot to a workspace. The gate refuses a snapshot whose
+	// workspace differs from the one it was configured with.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	WorkspaceID string `json:"workspaceID,omitempty"`
+
+	// podSelector selects the sandbox pods in this namespace that the policy governs. The egress
+	// NetworkPolicy selects the same pods.
+	// +required
+	PodSelector metav1.LabelSelector `json:"podSelector"`
+
+	// permissionMode is the harness permission posture: allow-reads (every edit needs approval)
+	// or allow-edits. allow-all is rejected, because it would let the agent skip every approval.
+	// +optional
+	// +kubebuilder:default=allow-edits
+	PermissionMode PermissionMode `json:"permissionMode,omitempty"`
+
+	// filterBash removes the harness's built-in bash tool (inactiveTools: ["bash"]), so shell
+	// access goes only through tools the gate sees.
+	// +optional
+	// +kubebuilder:default=true
+	FilterBash *bool `json:"filterBash,omitempty"`
+
+	// tools is the static approval record for custom host-executed tools.
+	// +optional
+	Tools ToolApproval `json:"tools,omitempty"`
+
+	// rules are evaluated by the gate for every tool call, in order. The most restrictive
+	// verdict of the matching rules wins (Block > Ask > Allow); among those, the first one in
+	// this list supplies the reason and code. Names are unique.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=512
+	Rules []Rule `json:"rules,omitempty"`
+
+	// defaultAction is the verdict when no rule matches.
+	// +optional
+	// +kubebuilder:default=Allow
+	DefaultAction Action `json:"defaultAction,omitempty"`
+
+	// failurePolicy says what a rule whose evaluation errors does: Fail blocks the call,
+	// Ignore skips the rule.
+	// +optional
+	// +kubebuilder:default=Fail
+	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// egress declares the network destinations the sandbox pods may reach. With no hosts and
+	// no CIDRs, all egress (DNS included) is denied.
+	// +optional
+	// +kubebuilder:default={}
+	Egress EgressSpec `json:"egress,omitempty"`
+}
+
+// ToolApproval is the static approval record for custom host-executed tools.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.approve) || !has(self.deny) || self.approve.all(t, !(t in self.deny))",message="tools.approve and tools.deny must not name the same tool"
+type ToolApproval struct {
+	// approve lists tools whose every call pauses for approval; the gate answers each one
+	// (harness toolApproval "user-approval").
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=128
+	Approve []ToolName `json:"approve,omitempty"`
+
+	// deny lists tools that are refused unconditionally (harness toolApproval "denied").
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=128
+	Deny []ToolName `json:"deny,omitempty"`
+}
+
+// Rule is one gate rule: when a call's tool matches one of tools and when is true, the rule
+// gives its action.
+//
+// +kubebuilder:validation:XValidation:rule="self.action == 'Allow' || (has(self.reason) && self.reason != '')",message="reason is required when action is Ask or Block: it is the message the agent and the approver see"
+type Rule struct {
+	// name identifies the rule in decisions, audit logs and status. A DNS label, unique within
+	// the policy.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit"
+	Name string `json:"name"`
+
+	// tools are glob patterns on the tool name (case-insensitive; outside mcp__ names, '_' and
+	// '-' are ignored, so web_fetch matches WebFetch). MCP tools are named
+	// mcp__<server>__<tool>. Empty matches every tool.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	Tools []string `json:"tools,omitempty"`
+
+	// when is a CEL expression over tool, server, input, surface and session that must be
+	// true for the rule to apply. Empty means always.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	When string `json:"when,omitempty"`
+
+	// action is the verdict of the rule: Allow, Ask or Block.
+	// +required
+	Action Action `json:"action"`
+
+	// reason is the human-readable explanation. A Block is refused with
+	// "[Intutic Governance] BLOCKED: <reason>".
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+
+	// code is an optional machine-readable code carried by decisions, such as destructive_command.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9_]*[a-z0-9])?$`
+	Code string `json:"code,omitempty"`
+}
+
+// EgressSpec declares where the sandbox pods may connect.
+type EgressSpec struct {
+	// allowedHosts are DNS names the pods may reach on ports. The controller resolves them
+	// (A and AAAA) and re-resolves them at the records' TTL.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=128
+	AllowedHosts []Hostname `json:"allowedHosts,omitempty"`
+
+	// allowedCIDRs are networks the pods may reach on ports.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=128
+	AllowedCIDRs []CIDR `json:"allowedCIDRs,omitempty"`
+
+	// deniedCIDRs are carved out of every allowed destination. The cloud metadata ranges
+	// 169.254.0.0/16, 169.254.169.254/32 and fd00:ec2::254/128 are always denied.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=128
+	DeniedCIDRs []CIDR `json:"deniedCIDRs,omitempty"`
+
+	// ports are the TCP ports allowed to the allowed destinations.
+	// +optional
+	// +listType=set
+	// +kubebuilder:default={443}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=65535
+	Ports []int32 `json:"ports,omitempty"`
+}
+
+// EgressMode says how the egress NetworkPolicy restricts the pods.
+type EgressMode string
+
+const (
+	// EgressModeDenyAll denies all egress, DNS included.
+	EgressModeDenyAll EgressMode = "DenyAll"
+	// EgressModeAllowList allows DNS and the listed destinations only.
+	EgressModeAllowList EgressMode = "AllowList"
+)
+
+// EgressStatus summarises the egress the controller enforces.
+type EgressStatus struct {
+	// mode is DenyAll or AllowList.
+	// +optional
+	Mode EgressMode `json:"mode,omitempty"`
+
+	// resolvedHosts is how many of allowedHosts resolved to at least one address.
+	// +optional
+	ResolvedHosts int32 `json:"resolvedHosts,omitempty"`
+
+	// unresolvedHosts are the allowedHosts that resolved to no address; they are not reachable.
+	// +optional
+	// +listType=atomic
+	UnresolvedHosts []string `json:"unresolvedHosts,omitempty"`
+
+	// addresses is how many host addresses the NetworkPolicy allows.
+	// +optional
+	Addresses int32 `json:"addresses,omitempty"`
+
+	// nextResolveTime is when the hosts are resolved again.
+	// +optional
+	NextResolveTime *metav1.Time `json:"nextResolveTime,omitempty"`
+}
+
+// HarnessAgentPolicyStatus is the observed state of a HarnessAgentPolicy.
+type HarnessAgentPolicyStatus struct {
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: RulesCompiled, BootstrapRendered, EgressEnforced, and Ready derived from them.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// bootstrapHash is the hash of the bootstrap bundle in force (sha256:<hex>).
+	// +optional
+	BootstrapHash string `json:"bootstrapHash,omitempty"`
+
+	// snapshotDigest is the digest of the rules snapshot in force (sha256:<hex>).
+	// +optional
+	SnapshotDigest string `json:"snapshotDigest,omitempty"`
+
+	// bootstrapConfigMap is the name of the bootstrap ConfigMap.
+	// +optional
+	BootstrapConfigMap string `json:"bootstrapConfigMap,omitempty"`
+
+	// networkPolicy is the name of the egress NetworkPolicy.
+	// +optional
+	NetworkPolicy string `json:"networkPolicy,omitempty"`
+
+	// ruleCount is the number of rules in the snapshot in force.
+	// +optional
+	RuleCount int32 `json:"ruleCount,omitempty"`
+
+	// egress summarises the egress in force.
+	// +optional
+	Egress *EgressStatus `json:"egress,omitempty"`
+}
+
+// HarnessAgentPolicy governs the sandboxed AI coding agents selected by its pod selector:
+// the rules the gate evaluates, the harness permission posture, and the egress they get.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=hap,categories=gate
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.ruleCount`
+// +kubebuilder:printcolumn:name="Egress",type=string,JSONPath=`.status.egress.mode`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type HarnessAgentPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec declares the governance.
+	// +required
+	Spec HarnessAgentPolicySpec `json:"spec"`
+
+	// status is written by the controller.
+	// +optional
+	Status HarnessAgentPolicyStatus `json:"status,omitempty"`
+}
+
+// HarnessAgentPolicyList is a list of HarnessAgentPolicy.
+//
+// +kubebuilder:object:root=true
+type HarnessAgentPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []HarnessAgentPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&HarnessAgentPolicy{}, &HarnessAgentPolicyList{})
+}
