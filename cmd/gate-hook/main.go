@@ -1,0 +1,79 @@
+// Command gate-hook is the Claude Code PreToolUse hook of gate-operator. It reads the hook JSON
+// on stdin, decides the call with the policy snapshot, and answers in the hook contract:
+// Allow exits 0 with no decision, Ask answers permissionDecision "ask", Block answers "deny"
+// with the refusal message, prints it on stderr and exits 2. Every failure of its own is a
+// Block. It never prints the tool input.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+const defaultSnapshot = "/opt/intutic/hooks/" + gate.SnapshotFileName
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
+	// Whatever happens below, the call is refused rather than let through by a crash.
+	defer func() {
+		if r := recover(); r != nil {
+			exit = answer(stdout, stderr, refuse(gate.CodeGateCrashed, fmt.Sprintf("gate-hook failed: %v", r)), false)
+		}
+	}()
+
+	fs := flag.NewFlagSet("gate-hook", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	snapshot := fs.String("snapshot", envOr("INTUTIC_GATE_SNAPSHOT", defaultSnapshot), "path of the policy snapshot (env INTUTIC_GATE_SNAPSHOT)")
+	workspace := fs.String("workspace", os.Getenv("INTUTIC_GATE_WORKSPACE"), "refuse snapshots of any other workspace (env INTUTIC_GATE_WORKSPACE)")
+	explicitAllow := fs.Bool("explicit-allow", os.Getenv("INTUTIC_GATE_EXPLICIT_ALLOW") == "true", "answer Allow with permissionDecision \"allow\" instead of no decision (env INTUTIC_GATE_EXPLICIT_ALLOW=true)")
+	if err := fs.Parse(args); err != nil {
+		return answer(stdout, stderr, refuse(gate.CodeInputInvalid, "gate-hook was started with invalid flags"), false)
+	}
+
+	call, _, err := gate.ReadHookInput(stdin)
+	if err != nil {
+		return answer(stdout, stderr, refuse(gate.CodeInputInvalid, err.Error()), false)
+	}
+	snap, err := gate.LoadSnapshotFile(*snapshot, *workspace)
+	if err != nil {
+		se := err.(*gate.SnapshotError)
+		return answer(stdout, stderr, gate.Decide(nil, se, call), false)
+	}
+	policy, _ := gate.CompileFor(snap, call.Tool, call.Server)
+	return answer(stdout, stderr, gate.Decide(policy, nil, call), *explicitAllow)
+}
+
+func refuse(code, reason string) gate.Decision {
+	return gate.Decide(nil, &gate.SnapshotError{Code: code, Reason: reason}, nil)
+}
+
+func answer(stdout, stderr io.Writer, d gate.Decision, explicitAllow bool) int {
+	out, msg, exit := gate.HookResponse(d, explicitAllow)
+	if len(out) > 0 {
+		if _, err := stdout.Write(out); err != nil && d.Verdict != gate.Allow {
+			// An Ask or a deny that cannot be delivered must still stop the call.
+			exit = 2
+			if msg == "" {
+				msg = gate.RefusalPrefix + "gate-hook could not write its answer"
+			}
+		}
+	}
+	if msg != "" {
+		fmt.Fprintln(stderr, msg)
+	}
+	return exit
+}
+
+func envOr(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}

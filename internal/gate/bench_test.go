@@ -1,0 +1,96 @@
+package gate_test
+
+import (
+	"fmt"
+	"testing"
+
+	. "github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gate/gatetest"
+)
+
+func mustPolicy(b testing.TB, rules []Rule) *Policy {
+	b.Helper()
+	s, err := BuildSnapshot(PolicyMeta{Policy: "bench/p", Generation: 1}, rules)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, errs := Compile(s)
+	if len(errs) > 0 {
+		b.Fatal(errs)
+	}
+	return p
+}
+
+var benchCalls = []struct {
+	name string
+	call Call
+}{
+	{"bash", Call{Tool: "Bash", Input: map[string]any{"command": "go test ./... -run TestDecide -count=1", "description": "run the tests"}, Surface: SurfaceHook}},
+	{"write", Call{Tool: "Write", Input: map[string]any{"file_path": "/workspace/internal/gate/gate.go", "content": "package gate\n"}, Surface: SurfaceHook}},
+	{"webfetch", Call{Tool: "WebFetch", Input: map[string]any{"url": "https://pkg.go.dev/cel.dev/cel-go", "prompt": "summarise"}, Surface: SurfaceHarness}},
+	{"mcp", Call{Tool: "mcp__server2__deploy", Input: map[string]any{"service": "api", "environment": "staging"}, Surface: SurfaceManagedAgents}},
+}
+
+// BenchmarkGuard decides pre-decoded calls against 10, 100 and 500 realistic rules.
+func BenchmarkGuard(b *testing.B) {
+	for _, n := range []int{10, 100, 500} {
+		g := New("")
+		g.Swap(mustPolicy(b, gatetest.RealisticRules(n)))
+		for _, bc := range benchCalls {
+			b.Run(fmt.Sprintf("rules=%d/%s", n, bc.name), func(b *testing.B) {
+				call := bc.call
+				b.ReportAllocs()
+				for b.Loop() {
+					if d := g.Decide(&call); d.Verdict != Allow {
+						b.Fatalf("want Allow, got %+v", d)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkGuardScaling keeps 10 shell rules and adds rules for other tools: the cost of a
+// shell decision follows the rules that match the tool, not the total.
+func BenchmarkGuardScaling(b *testing.B) {
+	shell := make([]Rule, 0, 10)
+	for _, r := range gatetest.RealisticRules(200) {
+		if len(shell) < 10 && (r.Tools[0] == "bash" || r.Tools[0] == "Bash") {
+			shell = append(shell, r)
+		}
+	}
+	for _, others := range []int{0, 90, 490} {
+		rules := append([]Rule{}, shell...)
+		for i, r := range gatetest.RealisticRules(others * 3) {
+			if len(rules) == 10+others {
+				break
+			}
+			if r.Tools[0] != "bash" && r.Tools[0] != "Bash" {
+				r.Name = fmt.Sprintf("other-%d", i)
+				rules = append(rules, r)
+			}
+		}
+		g := New("")
+		g.Swap(mustPolicy(b, rules))
+		call := benchCalls[0].call
+		b.Run(fmt.Sprintf("total=%d/matching=10", len(rules)), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				g.Decide(&call)
+			}
+		})
+	}
+}
+
+// BenchmarkGuardBlocked measures a call that the regex rule blocks (the CEL path, no prefilter skip).
+func BenchmarkGuardBlocked(b *testing.B) {
+	g := New("")
+	g.Swap(mustPolicy(b, gatetest.RealisticRules(100)))
+	call := Call{Tool: "Bash", Input: map[string]any{"command": "rm -rf /data3"}, Surface: SurfaceHook}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := g.Decide(&call); d.Verdict != Block {
+			b.Fatalf("want Block, got %+v", d)
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package gate
+
+import (
+	"encoding/base64"
+	"fmt"
+	"sync"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/ext"
+	exprpb "google.golang.org/genproto/googleapis/api/expr/v1alpha1"
+	"google.golang.org/protobuf/proto"
+)
+
+// CostLimit bounds the runtime cost of one evaluation of one rule, in CEL cost units; the same
+// per-expression budget the Kubernetes API server gives validation rules.
+const CostLimit = 1_000_000
+
+// FieldError is a problem with one field of a policy, addressed as the policy spec addresses it
+// (spec.rules[3].when), so the controller can report it in status.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+func (e FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// FieldErrors is every problem found, in rule order.
+type FieldErrors []FieldError
+
+func (es FieldErrors) Error() string {
+	switch len(es) {
+	case 0:
+		return "no errors"
+	case 1:
+		return es[0].Error()
+	default:
+		return fmt.Sprintf("%s (and %d more)", es[0].Error(), len(es)-1)
+	}
+}
+
+var (
+	envOnce sync.Once
+	celEnv  *cel.Env
+	envErr  error
+)
+
+// environment is the CEL environment of every rule: the standard library, the strings
+// extension, and the variables tool, server, input, surface and session. It is built once.
+func environment() (*cel.Env, error) {
+	envOnce.Do(func() {
+		celEnv, envErr = cel.NewEnv(
+			cel.Variable("tool", cel.StringType),
+			cel.Variable("server", cel.StringType),
+			cel.Variable("input", cel.MapType(cel.StringType, cel.DynType)),
+			cel.Variable("surface", cel.StringType),
+			cel.Variable("session", cel.StringType),
+			ext.Strings(),
+		)
+	})
+	return celEnv, envErr
+}
+
+// compiledRule is a rule ready to evaluate. err is set when its expression does not compile;
+// evaluation then treats the rule as erroring, so failurePolicy decides.
+type compiledRule struct {
+	Rule
+	index    int
+	patterns []string // normalized tool patterns; empty matches every tool
+	filter   quick
+	program  *lazyProgram // nil when the rule has no when
+	err      error
+}
+
+// lazyProgram plans a checked expression into a CEL program on first use, so a one-shot caller
+// pays only for the rules its prefilters cannot rule out.
+type lazyProgram struct {
+	env     *cel.Env
+	checked *cel.Ast
+	once    sync.Once
+	prg     cel.Program
+	err     error
+}
+
+func (l *lazyProgram) get() (cel.Program, error) {
+	l.once.Do(func() {
+		l.prg, l.err = l.env.Program(l.checked, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(CostLimit))
+	})
+	return l.prg, l.err
+}
+
+// checkExpression compiles a rule's when, or decodes the checked expression a snapshot carries
+// for it, and checks that it yields a bool (or dyn, checked again at evaluation).
+func checkExpression(env *cel.Env, r Rule) (*cel.Ast, error) {
+	var checked *cel.Ast
+	if r.Program != "" {
+		raw, err := base64.StdEncoding.DecodeString(r.Program)
+		if err != nil {
+			return nil, fmt.Errorf("the compiled program is not base64: %w", err)
+		}
+		ce := &exprpb.CheckedExpr{}
+		if err := proto.Unmarshal(raw, ce); err != nil {
+			return nil, fmt.Errorf("the compiled program cannot be decoded: %w", err)
+		}
+		checked = cel.CheckedExprToAst(ce)
+	} else {
+		ast, iss := env.Compile(r.When)
+		if iss.Err() != nil {
+			return nil, iss.Err()
+		}
+		checked = ast
+	}
+	if out := checked.OutputType(); !out.IsExactType(cel.BoolType) && !out.IsExactType(cel.DynType) {
+		return nil, fmt.Errorf("must evaluate to bool, not %s", out)
+	}
+	return checked, nil
+}
+
+// encodeProgram is the snapshot form of a checked expression: deterministic protobuf, base64.
+func encodeProgram(checked *cel.Ast) (string, error) {
+	ce, err := cel.AstToCheckedExpr(checked)
+	if err != nil {
+		return "", err
+	}
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(ce)
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(raw), nil
+}
+
+// compileRule compiles one rule. Problems are returned as field errors under spec.rules[i].
+func compileRule(env *cel.Env, i int, r Rule) (compiledRule, FieldErrors) {
+	cr := compiledRule{Rule: r, index: i}
+	var errs FieldErrors
+	base := fmt.Sprintf("spec.rules[%d]", i)
+	if !validVerdict(r.Action) {
+		errs = append(errs, FieldError{base + ".action", fmt.Sprintf("%q is not Allow, Ask or Block", r.Action)})
+	}
+	for j, p := range r.Tools {
+		if err := validatePattern(p); err != nil {
+			errs = append(errs, FieldError{fmt.Sprintf("%s.tools[%d]", base, j), fmt.Sprintf("%q is not a valid glob pattern: %v", p, err)})
+			continue
+		}
+		cr.patterns = append(cr.patterns, normalizeToolName(p))
+	}
+	if r.When != "" || r.Program != "" {
+		checked, err := checkExpression(env, r)
+		if err != nil {
+			errs = append(errs, FieldError{base + ".when", err.Error()})
+		} else {
+			cr.filter = buildQuick(checked.NativeRep().Expr())
+			cr.program = &lazyProgram{env: env, checked: checked}
+		}
+	}
+	if len(errs) > 0 {
+		cr.err = errs
+	}
+	return cr, errs
+}
+
+// ValidateRules compiles every rule and returns every problem: malformed tool patterns, CEL
+// compile errors, a when that is not boolean, and duplicate names. The controller calls it
+// before building a snapshot.
+func ValidateRules(rules []Rule) FieldErrors {
+	env, err := environment()
+	if err != nil {
+		return FieldErrors{{"spec.rules", "the CEL environment cannot be built: " + err.Error()}}
+	}
+	var errs FieldErrors
+	seen := make(map[string]int, len(rules))
+	for i, r := range rules {
+		if j, dup := seen[r.Name]; dup {
+			errs = append(errs, FieldError{fmt.Sprintf("spec.rules[%d].name", i), fmt.Sprintf("%q is already the name of spec.rules[%d]", r.Name, j)})
+		}
+		seen[r.Name] = i
+		cr, ferrs := compileRule(env, i, r)
+		errs = append(errs, ferrs...)
+		if cr.program != nil {
+			if _, err := cr.program.get(); err != nil {
+				errs = append(errs, FieldError{fmt.Sprintf("spec.rules[%d].when", i), err.Error()})
+			}
+		}
+	}
+	return errs
+}
+
+// compilePrograms fills in the compiled program of every rule with a when.
+func compilePrograms(rules []Rule) ([]Rule, FieldErrors) {
+	env, err := environment()
+	if err != nil {
+		return nil, FieldErrors{{"spec.rules", "the CEL environment cannot be built: " + err.Error()}}
+	}
+	out := make([]Rule, len(rules))
+	for i, r := range rules {
+		r.Program = ""
+		if r.When != "" {
+			checked, err := checkExpression(env, r)
+			if err != nil {
+				return nil, FieldErrors{{fmt.Sprintf("spec.rules[%d].when", i), err.Error()}}
+			}
+			if r.Program, err = encodeProgram(checked); err != nil {
+				return nil, FieldErrors{{fmt.Sprintf("spec.rules[%d].when", i), err.Error()}}
+			}
+		}
+		out[i] = r
+	}
+	return out, nil
+}

@@ -1,0 +1,114 @@
+// Package gate is the one decision engine behind every surface of gate-operator: the Claude
+// Code hook, the harness and workflow responders, and the Managed Agents confirmer. It compiles
+// the rules of a policy snapshot with CEL and decides one tool call at a time.
+//
+// The package imports no Kubernetes package, so the gate-hook binary stays small and starts fast.
+package gate
+
+// Verdict is the outcome of a decision.
+type Verdict string
+
+const (
+	// Allow lets the call proceed; the agent's own permission flow still applies.
+	Allow Verdict = "Allow"
+	// Ask holds the call for a human.
+	Ask Verdict = "Ask"
+	// Block refuses the call.
+	Block Verdict = "Block"
+)
+
+// rank orders verdicts by restrictiveness: Block > Ask > Allow.
+func (v Verdict) rank() int {
+	switch v {
+	case Block:
+		return 2
+	case Ask:
+		return 1
+	default:
+		return 0
+	}
+}
+
+// FailurePolicy says what a rule whose evaluation errors does.
+type FailurePolicy string
+
+const (
+	// Fail blocks the call when a rule errors.
+	Fail FailurePolicy = "Fail"
+	// Ignore skips a rule that errors.
+	Ignore FailurePolicy = "Ignore"
+)
+
+// Surfaces a call can arrive on.
+const (
+	SurfaceHook          = "hook"
+	SurfaceHarness       = "harness"
+	SurfaceWorkflow      = "workflow"
+	SurfaceManagedAgents = "managed-agents"
+	SurfaceAPI           = "api"
+)
+
+// Codes of the decisions the gate makes on its own, rather than from a rule.
+const (
+	// CodeSnapshotMissing: no snapshot was loaded, or the file is absent or empty.
+	CodeSnapshotMissing = "snapshot_missing"
+	// CodeSnapshotCorrupt: the snapshot is not a readable PolicySnapshot.
+	CodeSnapshotCorrupt = "snapshot_corrupt"
+	// CodeSnapshotUnverified: the digest does not match, or the snapshot is for another workspace.
+	CodeSnapshotUnverified = "snapshot_unverified"
+	// CodeGateCrashed: evaluation panicked.
+	CodeGateCrashed = "gate_crashed"
+	// CodePolicyInvalid: the policy has never compiled, so its snapshot blocks every call.
+	CodePolicyInvalid = "policy_invalid"
+	// CodeRuleError: a rule's expression failed to compile or evaluate under failurePolicy Fail.
+	CodeRuleError = "rule_error"
+	// CodeInputInvalid: the call itself could not be read (malformed or oversized hook input).
+	CodeInputInvalid = "input_invalid"
+	// CodeDefaultAction: no rule matched and the policy's defaultAction is Ask or Block.
+	CodeDefaultAction = "default_action"
+)
+
+// RefusalPrefix starts every refusal message; byte-compatible with the TypeScript SDK.
+const RefusalPrefix = "[Intutic Governance] BLOCKED: "
+
+// Call is one tool call to decide.
+type Call struct {
+	// Tool is the tool name as the runtime reports it. MCP tools are mcp__<server>__<tool>,
+	// or the bare tool name with Server set.
+	Tool string
+	// Server is the MCP server name, when the runtime reports it separately.
+	Server string
+	// Input is the rendered tool input (see RenderInput).
+	Input map[string]any
+	// Surface is where the call arrived: hook, harness, workflow, managed-agents or api.
+	Surface string
+	// Session is the agent session ID, when known.
+	Session string
+}
+
+// Decision is the gate's answer to one call.
+type Decision struct {
+	Verdict Verdict `json:"verdict"`
+	// Rule is the name of the rule that decided, empty for defaultAction and the gate's own refusals.
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason"`
+	Code   string `json:"code,omitempty"`
+	// IncidentID is unique and sorts by time.
+	IncidentID string `json:"incidentId"`
+	// Message is the refusal message of a Block: RefusalPrefix + Reason.
+	Message string `json:"message,omitempty"`
+	// SnapshotDigest is the digest of the snapshot that decided, empty when none was in force.
+	SnapshotDigest string `json:"snapshotDigest,omitempty"`
+}
+
+// refusal builds a Block decision that no rule made.
+func refusal(code, reason, digest string) Decision {
+	return Decision{
+		Verdict:        Block,
+		Reason:         reason,
+		Code:           code,
+		IncidentID:     NewIncidentID(),
+		Message:        RefusalPrefix + reason,
+		SnapshotDigest: digest,
+	}
+}

@@ -1,0 +1,98 @@
+package gate
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// Gate decides calls against the policy in force. It is safe for concurrent use; Load and
+// Swap replace the policy atomically, so readers never lock. Every fault ends in a Block: a
+// gate with no policy, a failed load, or a panic during evaluation.
+type Gate struct {
+	workspace string
+	state     atomic.Pointer[gateState]
+}
+
+// gateState is either a compiled policy or the refusal that stands in for one.
+type gateState struct {
+	policy  *Policy
+	failure *SnapshotError
+}
+
+// New returns a gate with no policy: it blocks every call with snapshot_missing until a
+// snapshot is loaded. A non-empty workspace makes it refuse snapshots of other workspaces.
+func New(workspace string) *Gate {
+	g := &Gate{workspace: workspace}
+	g.state.Store(&gateState{failure: &SnapshotError{CodeSnapshotMissing, "no policy snapshot has been loaded"}})
+	return g
+}
+
+// LoadFile loads, verifies and compiles the snapshot at path and puts it in force. When that
+// fails, the failure is put in force instead, so calls are refused with its code, and the
+// error is returned.
+func (g *Gate) LoadFile(path string) error {
+	s, err := LoadSnapshotFile(path, g.workspace)
+	return g.put(s, err)
+}
+
+// Load is LoadFile for snapshot bytes.
+func (g *Gate) Load(data []byte) error {
+	s, err := LoadSnapshot(data, g.workspace)
+	return g.put(s, err)
+}
+
+func (g *Gate) put(s *Snapshot, err error) error {
+	if err != nil {
+		se, ok := err.(*SnapshotError)
+		if !ok {
+			se = &SnapshotError{CodeSnapshotCorrupt, err.Error()}
+		}
+		g.state.Store(&gateState{failure: se})
+		return se
+	}
+	p, _ := Compile(s)
+	g.Swap(p)
+	return nil
+}
+
+// Swap puts a compiled policy in force.
+func (g *Gate) Swap(p *Policy) {
+	if p == nil {
+		g.state.Store(&gateState{failure: &SnapshotError{CodeSnapshotMissing, "no policy snapshot has been loaded"}})
+		return
+	}
+	g.state.Store(&gateState{policy: p})
+}
+
+// Policy returns the policy in force, or nil and the failure that stands in for it.
+func (g *Gate) Policy() (*Policy, error) {
+	st := g.state.Load()
+	if st.policy == nil {
+		return nil, st.failure
+	}
+	return st.policy, nil
+}
+
+// Decide decides one call against the policy in force.
+func (g *Gate) Decide(c *Call) Decision {
+	st := g.state.Load()
+	return Decide(st.policy, st.failure, c)
+}
+
+// Decide decides a call against p, or refuses it with failure when p is nil. A panic during
+// evaluation becomes a Block with code gate_crashed. Callers that hold a policy themselves
+// (gate-hook) use it; Gate.Decide is the same with the policy in force.
+func Decide(p *Policy, failure *SnapshotError, c *Call) (d Decision) {
+	if p == nil {
+		if failure == nil {
+			failure = &SnapshotError{CodeSnapshotMissing, "no policy snapshot has been loaded"}
+		}
+		return refusal(failure.Code, failure.Reason, "")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			d = refusal(CodeGateCrashed, fmt.Sprintf("the gate failed while evaluating the call: %v", r), p.snap.Digest)
+		}
+	}()
+	return p.Decide(c)
+}

@@ -1,0 +1,289 @@
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/interpreter"
+)
+
+// Policy is a snapshot compiled for evaluation. It is immutable and safe for concurrent use.
+type Policy struct {
+	snap  *Snapshot
+	rules []compiledRule
+	index *toolIndex
+	// onlyTool, when set, is the one (normalized) tool this policy was compiled for by CompileFor.
+	onlyTool string
+	errs     FieldErrors
+}
+
+// Compile compiles every rule of a verified snapshot. Rules that do not compile are kept and
+// count as erroring at evaluation, so failurePolicy decides; their problems are returned too.
+func Compile(s *Snapshot) (*Policy, FieldErrors) {
+	return compile(s, s.Rules, nil)
+}
+
+// CompileFor compiles only the rules whose tool patterns can match one tool, so the start-up
+// cost of a one-shot caller (gate-hook) does not grow with the whole rule set. The policy
+// refuses calls to any other tool.
+func CompileFor(s *Snapshot, tool, server string) (*Policy, FieldErrors) {
+	name := normalizeToolName(CanonicalToolName(tool, server))
+	var keep []int
+	for i, r := range s.Rules {
+		if ruleMatchesTool(r.Tools, name) {
+			keep = append(keep, i)
+		}
+	}
+	p, errs := compile(s, s.Rules, keep)
+	p.onlyTool = name
+	return p, errs
+}
+
+// ruleMatchesTool reports whether raw patterns (or no pattern) match a normalized tool name.
+// A malformed pattern counts as matching, so its rule is compiled and reports its error.
+func ruleMatchesTool(patterns []string, name string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, p := range patterns {
+		if validatePattern(p) != nil || matchPattern(normalizeToolName(p), name) {
+			return true
+		}
+	}
+	return false
+}
+
+func compile(s *Snapshot, rules []Rule, only []int) (*Policy, FieldErrors) {
+	p := &Policy{snap: s}
+	env, err := environment()
+	if err != nil {
+		// Without an environment no rule can be evaluated: every rule errors.
+		for i, r := range rules {
+			p.rules = append(p.rules, compiledRule{Rule: r, index: i, err: err})
+		}
+		p.errs = FieldErrors{{"spec.rules", "the CEL environment cannot be built: " + err.Error()}}
+		p.index = newToolIndex(p.rules)
+		return p, p.errs
+	}
+	add := func(i int) {
+		cr, errs := compileRule(env, i, rules[i])
+		p.rules = append(p.rules, cr)
+		p.errs = append(p.errs, errs...)
+	}
+	if only == nil {
+		for i := range rules {
+			add(i)
+		}
+		// A long-lived gate plans every program now, not on a caller's first decision.
+		for _, r := range p.rules {
+			if r.program != nil {
+				if _, err := r.program.get(); err != nil {
+					p.errs = append(p.errs, FieldError{fmt.Sprintf("spec.rules[%d].when", r.index), err.Error()})
+				}
+			}
+		}
+	} else {
+		for _, i := range only {
+			add(i)
+		}
+	}
+	p.index = newToolIndex(p.rules)
+	return p, p.errs
+}
+
+// Snapshot returns the snapshot the policy was compiled from.
+func (p *Policy) Snapshot() *Snapshot { return p.snap }
+
+// Errors returns the compile problems of the rules, if any.
+func (p *Policy) Errors() FieldErrors { return p.errs }
+
+// Decide evaluates one call. It does not recover panics; Gate.Decide does.
+func (p *Policy) Decide(c *Call) Decision {
+	s := p.snap
+	if s.Invalid != "" {
+		return refusal(CodePolicyInvalid, "policy "+s.Policy+" has never compiled: "+s.Invalid, s.Digest)
+	}
+	name := CanonicalToolName(c.Tool, c.Server)
+	if p.onlyTool != "" && normalizeToolName(name) != p.onlyTool {
+		return refusal(CodeGateCrashed, "the gate was compiled for another tool", s.Digest)
+	}
+	server := c.Server
+	if server == "" {
+		server = MCPServer(name)
+	}
+	act := activation{tool: name, server: server, surface: c.Surface, session: c.Session, input: c.Input}
+
+	best := -1
+	for _, i := range p.index.candidates(name) {
+		r := &p.rules[i]
+		matched, err := r.eval(&act)
+		if err != nil {
+			if s.FailurePolicy == Ignore {
+				continue
+			}
+			// Evaluation stops at the first Block: no later rule can be more restrictive, and
+			// among Blocks the first in order supplies the reason.
+			return p.ruleDecision(r, Block, CodeRuleError, fmt.Sprintf("rule %s could not be evaluated: %v", r.Name, err))
+		}
+		if !matched {
+			continue
+		}
+		if r.Action == Block {
+			return p.ruleDecision(r, Block, r.Code, r.Reason)
+		}
+		if best < 0 || r.Action.rank() > p.rules[best].Action.rank() {
+			best = i
+		}
+	}
+	if best >= 0 {
+		r := &p.rules[best]
+		return p.ruleDecision(r, r.Action, r.Code, r.Reason)
+	}
+	switch s.DefaultAction {
+	case Allow:
+		return Decision{Verdict: Allow, Reason: "no rule matched", IncidentID: NewIncidentID(), SnapshotDigest: s.Digest}
+	case Ask:
+		return Decision{Verdict: Ask, Reason: "no rule matched; the policy's defaultAction is Ask", Code: CodeDefaultAction, IncidentID: NewIncidentID(), SnapshotDigest: s.Digest}
+	default:
+		return refusal(CodeDefaultAction, "no rule allows this call and the policy's defaultAction is Block", s.Digest)
+	}
+}
+
+func (p *Policy) ruleDecision(r *compiledRule, v Verdict, code, reason string) Decision {
+	if reason == "" {
+		reason = "rule " + r.Name
+	}
+	d := Decision{Verdict: v, Rule: r.Name, Reason: reason, Code: code, IncidentID: NewIncidentID(), SnapshotDigest: p.snap.Digest}
+	if v == Block {
+		d.Message = RefusalPrefix + reason
+	}
+	return d
+}
+
+var errNotBool = errors.New("when did not evaluate to a bool")
+
+// eval reports whether the rule's when holds for the call.
+func (r *compiledRule) eval(a *activation) (bool, error) {
+	if r.err != nil {
+		return false, r.err
+	}
+	if r.program == nil {
+		return true, nil
+	}
+	if r.filter != nil && r.filter(a) == isFalse {
+		return false, nil
+	}
+	prg, err := r.program.get()
+	if err != nil {
+		return false, err
+	}
+	out, _, err := prg.Eval(a)
+	if err != nil {
+		return false, err
+	}
+	b, ok := out.(types.Bool)
+	if !ok {
+		return false, errNotBool
+	}
+	return bool(b), nil
+}
+
+// activation resolves the CEL variables of one call. The input map is wrapped for CEL once,
+// on first use, and shared by every rule of the decision.
+type activation struct {
+	tool, server, surface, session string
+	input                          map[string]any
+	inputVal                       ref.Val
+}
+
+func (a *activation) ResolveName(name string) (any, bool) {
+	switch name {
+	case "tool":
+		return types.String(a.tool), true
+	case "server":
+		return types.String(a.server), true
+	case "surface":
+		return types.String(a.surface), true
+	case "session":
+		return types.String(a.session), true
+	case "input":
+		if a.inputVal == nil {
+			a.inputVal = types.NewStringInterfaceMap(types.DefaultTypeAdapter, a.input)
+		}
+		return a.inputVal, true
+	}
+	return nil, false
+}
+
+func (a *activation) Parent() interpreter.Activation { return nil }
+
+// toolIndex finds the rules whose patterns can match a tool: exact names by map lookup,
+// globs by matching, and pattern-less rules always. Results are memoized per tool name, up to
+// maxMemo names, so a steady workload pays only a map lookup.
+type toolIndex struct {
+	exact map[string][]int
+	globs []globRule
+	all   []int
+
+	mu   sync.RWMutex
+	memo map[string][]int
+}
+
+type globRule struct {
+	pattern string
+	rule    int
+}
+
+const maxMemo = 4096
+
+func newToolIndex(rules []compiledRule) *toolIndex {
+	idx := &toolIndex{exact: map[string][]int{}, memo: map[string][]int{}}
+	for i, r := range rules {
+		if len(r.Tools) == 0 {
+			idx.all = append(idx.all, i)
+			continue
+		}
+		for _, p := range r.patterns {
+			if isGlob(p) {
+				idx.globs = append(idx.globs, globRule{p, i})
+			} else {
+				idx.exact[p] = append(idx.exact[p], i)
+			}
+		}
+		if len(r.patterns) < len(r.Tools) {
+			// A malformed pattern: the rule is candidate for every tool, so its error surfaces.
+			idx.all = append(idx.all, i)
+		}
+	}
+	return idx
+}
+
+// candidates returns the indexes of the rules that can match the tool, in rule order.
+func (idx *toolIndex) candidates(tool string) []int {
+	idx.mu.RLock()
+	c, ok := idx.memo[tool]
+	idx.mu.RUnlock()
+	if ok {
+		return c
+	}
+	name := normalizeToolName(tool)
+	c = append(c, idx.all...)
+	c = append(c, idx.exact[name]...)
+	for _, g := range idx.globs {
+		if matchPattern(g.pattern, name) {
+			c = append(c, g.rule)
+		}
+	}
+	slices.Sort(c)
+	c = slices.Compact(c)
+	idx.mu.Lock()
+	if len(idx.memo) < maxMemo {
+		idx.memo[tool] = c
+	}
+	idx.mu.Unlock()
+	return c
+}

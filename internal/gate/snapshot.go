@@ -1,0 +1,243 @@
+package gate
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// The snapshot format: policy-snapshot.rules in the bootstrap ConfigMap.
+const (
+	SnapshotAPIVersion = "gate.intutic.io/v1alpha1"
+	SnapshotKind       = "PolicySnapshot"
+	// SnapshotFileName is the key of the snapshot in the bootstrap ConfigMap.
+	SnapshotFileName = "policy-snapshot.rules"
+	// maxSnapshotBytes bounds what LoadSnapshotFile reads: 512 rules of 4 KiB expressions fit
+	// several times over.
+	maxSnapshotBytes = 16 << 20
+)
+
+// Rule is one rule as the snapshot carries it.
+type Rule struct {
+	Name   string   `json:"name"`
+	Tools  []string `json:"tools,omitempty"`
+	When   string   `json:"when,omitempty"`
+	Action Verdict  `json:"action"`
+	Reason string   `json:"reason,omitempty"`
+	Code   string   `json:"code,omitempty"`
+	// Program is the type-checked CEL expression of When (base64 of a deterministic
+	// google.api.expr.v1alpha1.CheckedExpr), so the hook evaluates without parsing. The digest
+	// covers it with When; a snapshot without it is compiled from When.
+	Program string `json:"program,omitempty"`
+}
+
+// PolicyMeta is the policy metadata a snapshot records.
+type PolicyMeta struct {
+	// Policy is <namespace>/<name>.
+	Policy        string
+	Generation    int64
+	WorkspaceID   string
+	DefaultAction Verdict
+	FailurePolicy FailurePolicy
+}
+
+// Snapshot is the versioned, self-describing rules snapshot. Digest covers the canonical
+// encoding of every other field (see canonical).
+type Snapshot struct {
+	APIVersion    string        `json:"apiVersion"`
+	Kind          string        `json:"kind"`
+	Policy        string        `json:"policy"`
+	Generation    int64         `json:"generation"`
+	WorkspaceID   string        `json:"workspaceID,omitempty"`
+	DefaultAction Verdict       `json:"defaultAction"`
+	FailurePolicy FailurePolicy `json:"failurePolicy"`
+	// Invalid, when set, says why the policy has never compiled; such a snapshot blocks every
+	// call with code policy_invalid, so a sandbox is never ungoverned.
+	Invalid string `json:"invalid,omitempty"`
+	Rules   []Rule `json:"rules"`
+	Digest  string `json:"digest,omitempty"`
+}
+
+// BuildSnapshot builds the snapshot of a rule list and its policy metadata: it validates and
+// compiles every rule (the error is FieldErrors when one does not), records the compiled
+// programs, and sets the digest.
+func BuildSnapshot(meta PolicyMeta, rules []Rule) (*Snapshot, error) {
+	if errs := ValidateRules(rules); len(errs) > 0 {
+		return nil, errs
+	}
+	compiled, errs := compilePrograms(rules)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return assemble(meta, compiled)
+}
+
+func assemble(meta PolicyMeta, rules []Rule) (*Snapshot, error) {
+	if meta.DefaultAction == "" {
+		meta.DefaultAction = Allow
+	}
+	if meta.FailurePolicy == "" {
+		meta.FailurePolicy = Fail
+	}
+	s := &Snapshot{
+		APIVersion:    SnapshotAPIVersion,
+		Kind:          SnapshotKind,
+		Policy:        meta.Policy,
+		Generation:    meta.Generation,
+		WorkspaceID:   meta.WorkspaceID,
+		DefaultAction: meta.DefaultAction,
+		FailurePolicy: meta.FailurePolicy,
+		Rules:         append([]Rule{}, rules...),
+	}
+	if err := s.checkShape(); err != nil {
+		return nil, err
+	}
+	digest, err := s.computeDigest()
+	if err != nil {
+		return nil, err
+	}
+	s.Digest = digest
+	return s, nil
+}
+
+// BuildInvalidSnapshot builds the snapshot of a policy that has never compiled: no rules, and
+// every call is blocked with code policy_invalid and the given reason.
+func BuildInvalidSnapshot(meta PolicyMeta, reason string) (*Snapshot, error) {
+	if reason == "" {
+		reason = "the policy's rules do not compile"
+	}
+	s, err := assemble(meta, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.Invalid = reason
+	if s.Digest, err = s.computeDigest(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Encode returns the snapshot as the file the bootstrap ConfigMap carries: indented JSON.
+func (s *Snapshot) Encode() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(s); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// canonical is the encoding the digest covers: compact JSON of every field but the digest, in
+// the declared field order, without HTML escaping, newline-terminated.
+func (s *Snapshot) canonical() ([]byte, error) {
+	c := *s
+	c.Digest = ""
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&c); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func (s *Snapshot) computeDigest() (string, error) {
+	b, err := s.canonical()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// checkShape checks what a snapshot must hold to be evaluated at all.
+func (s *Snapshot) checkShape() error {
+	if s.APIVersion != SnapshotAPIVersion || s.Kind != SnapshotKind {
+		return fmt.Errorf("not a %s %s (apiVersion %q, kind %q)", SnapshotAPIVersion, SnapshotKind, s.APIVersion, s.Kind)
+	}
+	if !validVerdict(s.DefaultAction) {
+		return fmt.Errorf("defaultAction %q is not Allow, Ask or Block", s.DefaultAction)
+	}
+	if s.FailurePolicy != Fail && s.FailurePolicy != Ignore {
+		return fmt.Errorf("failurePolicy %q is not Fail or Ignore", s.FailurePolicy)
+	}
+	for i, r := range s.Rules {
+		if r.Name == "" {
+			return fmt.Errorf("rules[%d] has no name", i)
+		}
+		if !validVerdict(r.Action) {
+			return fmt.Errorf("rules[%d].action %q is not Allow, Ask or Block", i, r.Action)
+		}
+	}
+	return nil
+}
+
+func validVerdict(v Verdict) bool { return v == Allow || v == Ask || v == Block }
+
+// SnapshotError is why a snapshot cannot be used; Code is one of the snapshot_* codes.
+type SnapshotError struct {
+	Code   string
+	Reason string
+}
+
+func (e *SnapshotError) Error() string { return e.Code + ": " + e.Reason }
+
+// LoadSnapshot parses and verifies a snapshot: its shape, its digest and, when workspace is
+// not empty, that it was issued for that workspace. Errors are *SnapshotError.
+func LoadSnapshot(data []byte, workspace string) (*Snapshot, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &SnapshotError{CodeSnapshotMissing, "the policy snapshot is empty"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	s := &Snapshot{}
+	if err := dec.Decode(s); err != nil {
+		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot is not valid JSON: " + err.Error()}
+	}
+	if dec.More() {
+		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot has trailing data"}
+	}
+	if err := s.checkShape(); err != nil {
+		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot is malformed: " + err.Error()}
+	}
+	want, err := s.computeDigest()
+	if err != nil {
+		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot cannot be encoded: " + err.Error()}
+	}
+	if s.Digest != want {
+		return nil, &SnapshotError{CodeSnapshotUnverified, fmt.Sprintf("the policy snapshot digest %q does not match its content", s.Digest)}
+	}
+	if workspace != "" && s.WorkspaceID != workspace {
+		return nil, &SnapshotError{CodeSnapshotUnverified, fmt.Sprintf("the policy snapshot is for workspace %q, not %q", s.WorkspaceID, workspace)}
+	}
+	return s, nil
+}
+
+// LoadSnapshotFile reads and verifies the snapshot at path (see LoadSnapshot). An absent or
+// empty file is snapshot_missing; an unreadable or oversized one is snapshot_corrupt.
+func LoadSnapshotFile(path, workspace string) (*Snapshot, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &SnapshotError{CodeSnapshotMissing, "no policy snapshot at " + path}
+	}
+	if err != nil {
+		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot cannot be read: " + err.Error()}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSnapshotBytes+1))
+	if err != nil {
+		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot cannot be read: " + err.Error()}
+	}
+	if len(data) > maxSnapshotBytes {
+		return nil, &SnapshotError{CodeSnapshotCorrupt, fmt.Sprintf("the policy snapshot is larger than %d bytes", maxSnapshotBytes)}
+	}
+	return LoadSnapshot(data, workspace)
+}
