@@ -1,0 +1,254 @@
+package main
+
+// These tests build the real gate-hook binary and run it the way Claude Code does: the hook
+// JSON on stdin, the answer read from stdout, stderr and the exit status.
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+var hookBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gate-hook-test-")
+	if err != nil {
+		panic(err)
+	}
+	hookBin = filepath.Join(dir, "gate-hook")
+	build := exec.Command("go", "build", "-o", hookBin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// secret is in tool inputs; it must never appear in anything the hook prints.
+const secret = "sk-ant-SECRET-0123456789"
+
+func policyRules() []gate.Rule {
+	return []gate.Rule{
+		{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.matches("rm\\s+-rf\\s+/")`, Action: gate.Block, Reason: "destructive command on the root filesystem", Code: "destructive_command"},
+		{Name: "no-env-files", Tools: []string{"read", "write", "edit", "multi_edit"}, When: `input.file_path.endsWith(".env")`, Action: gate.Block, Reason: "env files hold credentials"},
+		{Name: "globs-stay-home", Tools: []string{"glob", "grep"}, When: `has(input.path) && input.path.startsWith("/etc")`, Action: gate.Block, Reason: "no searching /etc"},
+		{Name: "fetch-needs-human", Tools: []string{"web_fetch"}, When: `!input.url.startsWith("https://github.com/")`, Action: gate.Ask, Reason: "fetching from outside github.com needs a human"},
+		{Name: "no-exfil-search", Tools: []string{"web_search"}, When: `input.query.contains("password")`, Action: gate.Block, Reason: "no searching for passwords"},
+		{Name: "notebooks-ask", Tools: []string{"notebook_edit"}, When: `input.edit_mode == "delete"`, Action: gate.Ask, Reason: "deleting cells needs a human"},
+		{Name: "no-big-todo", Tools: []string{"todo_write"}, When: `size(input.todos) > 2`, Action: gate.Block, Reason: "too many todos"},
+		{Name: "subagents-ask", Tools: []string{"agent", "task"}, When: `has(input.isolation) && input.isolation == "remote"`, Action: gate.Ask, Reason: "remote subagents need a human"},
+		{Name: "no-task-stop", Tools: []string{"task_stop"}, Action: gate.Block, Reason: "tasks are not stopped by agents"},
+		{Name: "no-prod-deploys", Tools: []string{"mcp__deploy__*"}, When: `has(input.environment) && input.environment == "production"`, Action: gate.Block, Reason: "production deploys go through the release pipeline", Code: "production_deploy"},
+	}
+}
+
+func writeSnapshot(t *testing.T, workspace string) string {
+	t.Helper()
+	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/coding-agents", Generation: 1, WorkspaceID: workspace}, policyRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), gate.SnapshotFileName)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// payload is a PreToolUse stdin as Claude Code 2.1.332 writes it.
+func payload(tool string, input any, extra map[string]any) []byte {
+	p := map[string]any{
+		"session_id":      "9b2c1f0e-4d1a-4a57-8f0e-1c2d3e4f5a6b",
+		"transcript_path": "/home/agent/.claude/projects/-workspace/9b2c1f0e.jsonl",
+		"cwd":             "/workspace",
+		"prompt_id":       "p_1",
+		"permission_mode": "default",
+		"effort":          map[string]any{"level": "medium"},
+		"hook_event_name": "PreToolUse",
+		"tool_name":       tool,
+		"tool_input":      input,
+		"tool_use_id":     "toolu_01ABCDEF",
+	}
+	for k, v := range extra {
+		p[k] = v
+	}
+	b, _ := json.Marshal(p)
+	return append(b, '\n')
+}
+
+type result struct {
+	stdout, stderr string
+	exit           int
+}
+
+func runHook(t *testing.T, stdin []byte, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(hookBin, args...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	exit := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		exit = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	r := result{stdout.String(), stderr.String(), exit}
+	if strings.Contains(r.stdout+r.stderr, secret) {
+		t.Fatalf("the hook printed the tool input: %+v", r)
+	}
+	return r
+}
+
+func decision(t *testing.T, stdout string) gate.HookSpecificOutput {
+	t.Helper()
+	var out gate.HookOutput
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("stdout is not hook JSON: %q: %v", stdout, err)
+	}
+	if out.HookSpecificOutput.HookEventName != "PreToolUse" {
+		t.Fatalf("hookEventName = %q", out.HookSpecificOutput.HookEventName)
+	}
+	return out.HookSpecificOutput
+}
+
+func TestToolInputShapes(t *testing.T) {
+	snap := writeSnapshot(t, "")
+	allow, ask, block := "allow", "ask", "deny"
+	cases := []struct {
+		name   string
+		tool   string
+		input  any
+		extra  map[string]any
+		want   string
+		reason string
+	}{
+		{"Bash allowed", "Bash", map[string]any{"command": "go test ./... # " + secret, "timeout": 120000, "description": "Run tests", "run_in_background": false}, nil, allow, ""},
+		{"Bash blocked", "Bash", map[string]any{"command": "rm -rf / --no-preserve-root " + secret, "dangerouslyDisableSandbox": true}, nil, block, "destructive command on the root filesystem"},
+		{"Read allowed", "Read", map[string]any{"file_path": "/workspace/main.go", "offset": 1, "limit": 200}, nil, allow, ""},
+		{"Read blocked", "Read", map[string]any{"file_path": "/workspace/.env", "pages": "1-2"}, nil, block, "env files hold credentials"},
+		{"Write blocked", "Write", map[string]any{"file_path": "/workspace/prod.env", "content": "KEY=" + secret}, nil, block, "env files hold credentials"},
+		{"Edit allowed", "Edit", map[string]any{"file_path": "/workspace/a.go", "old_string": "a", "new_string": secret, "replace_all": true}, nil, allow, ""},
+		{"MultiEdit blocked (legacy CLIs)", "MultiEdit", map[string]any{"file_path": "/workspace/.env", "edits": []any{map[string]any{"old_string": "a", "new_string": "b"}}}, nil, block, "env files hold credentials"},
+		{"Glob blocked", "Glob", map[string]any{"pattern": "**/*.conf", "path": "/etc"}, nil, block, "no searching /etc"},
+		{"Grep allowed", "Grep", map[string]any{"pattern": "TODO", "path": "/workspace", "glob": "*.go", "output_mode": "content", "-A": 2, "-n": true, "-i": true, "multiline": false}, nil, allow, ""},
+		{"WebFetch to GitHub allowed", "WebFetch", map[string]any{"url": "https://github.com/org/repo", "prompt": "summarise"}, nil, allow, ""},
+		{"WebFetch elsewhere asks", "WebFetch", map[string]any{"url": "https://paste.example/raw", "prompt": "read " + secret}, nil, ask, "fetching from outside github.com needs a human"},
+		{"WebSearch blocked", "WebSearch", map[string]any{"query": "admin password list", "allowed_domains": []any{"example.com"}}, nil, block, "no searching for passwords"},
+		{"NotebookEdit asks", "NotebookEdit", map[string]any{"notebook_path": "/w/a.ipynb", "new_source": "", "cell_id": "c1", "cell_type": "code", "edit_mode": "delete"}, nil, ask, "deleting cells needs a human"},
+		{"TodoWrite blocked", "TodoWrite", map[string]any{"todos": []any{
+			map[string]any{"content": "a", "status": "pending", "activeForm": "doing a"},
+			map[string]any{"content": "b", "status": "in_progress", "activeForm": "doing b"},
+			map[string]any{"content": "c", "status": "completed", "activeForm": "doing c"},
+		}}, nil, block, "too many todos"},
+		{"Agent remote asks", "Agent", map[string]any{"description": "d", "prompt": "p", "subagent_type": "general-purpose", "isolation": "remote"}, nil, ask, "remote subagents need a human"},
+		{"Task (old name) remote asks", "Task", map[string]any{"description": "d", "prompt": "p", "isolation": "remote"}, nil, ask, "remote subagents need a human"},
+		{"TaskStop blocked", "TaskStop", map[string]any{"task_id": "t1"}, nil, block, "tasks are not stopped by agents"},
+		{"MCP tool blocked", "mcp__deploy__run", map[string]any{"service": "api", "environment": "production", "token": secret}, map[string]any{"mcp_server": map[string]any{"name": "deploy", "source": "project"}}, block, "production deploys go through the release pipeline"},
+		{"MCP tool allowed", "mcp__deploy__run", map[string]any{"service": "api", "environment": "staging"}, nil, allow, ""},
+		{"unknown tool allowed by default", "SomeNewTool", map[string]any{"x": 1}, nil, allow, ""},
+		{"string tool_input parsed", "Bash", `{"command":"rm -rf /"}`, nil, block, "destructive command on the root filesystem"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runHook(t, payload(tc.tool, tc.input, tc.extra), nil, "--snapshot", snap)
+			switch tc.want {
+			case allow:
+				if r.exit != 0 || r.stdout != "" || r.stderr != "" {
+					t.Fatalf("Allow must exit 0 with no output, got %+v", r)
+				}
+			case ask:
+				d := decision(t, r.stdout)
+				if r.exit != 0 || d.PermissionDecision != "ask" || d.PermissionDecisionReason != tc.reason {
+					t.Fatalf("want ask %q with exit 0, got %+v", tc.reason, r)
+				}
+			case block:
+				msg := "[Intutic Governance] BLOCKED: " + tc.reason
+				d := decision(t, r.stdout)
+				if r.exit != 2 || d.PermissionDecision != "deny" || d.PermissionDecisionReason != msg || r.stderr != msg+"\n" {
+					t.Fatalf("want deny %q on stdout and stderr with exit 2, got %+v", msg, r)
+				}
+			}
+		})
+	}
+}
+
+func TestFailuresBlock(t *testing.T) {
+	snap := writeSnapshot(t, "ws_123")
+	dir := t.TempDir()
+	corrupt := filepath.Join(dir, "corrupt.rules")
+	os.WriteFile(corrupt, []byte(`{"apiVersion":`), 0o644)
+	empty := filepath.Join(dir, "empty.rules")
+	os.WriteFile(empty, nil, 0o644)
+	good := payload("Bash", map[string]any{"command": "ls " + secret}, nil)
+	oversized := payload("Write", map[string]any{"file_path": "/w/big", "content": strings.Repeat("a", gate.MaxHookInput) + secret}, nil)
+
+	cases := []struct {
+		name   string
+		stdin  []byte
+		env    []string
+		args   []string
+		prefix string
+	}{
+		{"snapshot absent", good, nil, []string{"--snapshot", filepath.Join(dir, "absent.rules")}, "[Intutic Governance] BLOCKED: no policy snapshot at "},
+		{"snapshot empty", good, nil, []string{"--snapshot", empty}, "[Intutic Governance] BLOCKED: the policy snapshot is empty"},
+		{"snapshot corrupt", good, nil, []string{"--snapshot", corrupt}, "[Intutic Governance] BLOCKED: the policy snapshot is not valid JSON"},
+		{"another workspace", good, nil, []string{"--snapshot", snap, "--workspace", "ws_999"}, `[Intutic Governance] BLOCKED: the policy snapshot is for workspace "ws_123", not "ws_999"`},
+		{"another workspace by env", good, []string{"INTUTIC_GATE_SNAPSHOT=" + snap, "INTUTIC_GATE_WORKSPACE=ws_999"}, nil, `[Intutic Governance] BLOCKED: the policy snapshot is for workspace "ws_123", not "ws_999"`},
+		{"stdin malformed", []byte(`{"tool_name": "Bash", `), nil, []string{"--snapshot", snap}, "[Intutic Governance] BLOCKED: the hook input is not valid JSON"},
+		{"stdin empty", nil, nil, []string{"--snapshot", snap}, "[Intutic Governance] BLOCKED: the hook input is not valid JSON"},
+		{"stdin without tool_name", []byte(`{"hook_event_name":"PreToolUse"}`), nil, []string{"--snapshot", snap}, "[Intutic Governance] BLOCKED: the hook input has no tool_name"},
+		{"stdin over 4 MiB", oversized, nil, []string{"--snapshot", snap}, "[Intutic Governance] BLOCKED: the hook input is larger than 4194304 bytes"},
+		{"another hook event", payload("Bash", map[string]any{"command": "ls"}, map[string]any{"hook_event_name": "PostToolUse"}), nil, []string{"--snapshot", snap}, `[Intutic Governance] BLOCKED: the gate answers PreToolUse, not "PostToolUse"`},
+		{"unknown flag", good, nil, []string{"--snapshot", snap, "--allow-everything"}, "[Intutic Governance] BLOCKED: gate-hook was started with invalid flags"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runHook(t, tc.stdin, tc.env, tc.args...)
+			if r.exit != 2 {
+				t.Fatalf("want exit 2, got %+v", r)
+			}
+			d := decision(t, r.stdout)
+			if d.PermissionDecision != "deny" || !strings.HasPrefix(d.PermissionDecisionReason, tc.prefix) {
+				t.Fatalf("want a deny starting %q, got %+v", tc.prefix, d)
+			}
+			if !strings.Contains(r.stderr, tc.prefix) {
+				t.Fatalf("stderr %q lacks %q", r.stderr, tc.prefix)
+			}
+		})
+	}
+}
+
+func TestEnvAndExplicitAllow(t *testing.T) {
+	snap := writeSnapshot(t, "ws_123")
+	in := payload("Bash", map[string]any{"command": "ls"}, nil)
+
+	r := runHook(t, in, []string{"INTUTIC_GATE_SNAPSHOT=" + snap, "INTUTIC_GATE_WORKSPACE=ws_123"})
+	if r.exit != 0 || r.stdout != "" {
+		t.Fatalf("env-configured hook: want a silent allow, got %+v", r)
+	}
+	r = runHook(t, in, nil, "--snapshot", snap, "--explicit-allow")
+	if d := decision(t, r.stdout); r.exit != 0 || d.PermissionDecision != "allow" {
+		t.Fatalf("--explicit-allow: want permissionDecision allow, got %+v", r)
+	}
+	r = runHook(t, in, []string{"INTUTIC_GATE_EXPLICIT_ALLOW=true"}, "--snapshot", snap)
+	if d := decision(t, r.stdout); r.exit != 0 || d.PermissionDecision != "allow" {
+		t.Fatalf("INTUTIC_GATE_EXPLICIT_ALLOW: want permissionDecision allow, got %+v", r)
+	}
+}

@@ -1,0 +1,101 @@
+package gate_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/intutic/gate-operator/internal/gate"
+)
+
+// Seed corpora live in testdata/fuzz/<FuzzName>/; `go test` runs them as regression cases and
+// `go test -fuzz FuzzX` explores from them.
+
+func FuzzRenderInput(f *testing.F) {
+	for _, s := range []string{`{"command":"ls"}`, `[1,2]`, `"x"`, `rm -rf /`, `{"a":{"b":[null,true,1e400]}}`, ``, `{`, `null`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m := RenderInput(s)
+		if m == nil {
+			t.Fatal("RenderInput returned nil")
+		}
+		// A rendered input must be encodable: the confirmer hashes it for the audit log.
+		if _, err := json.Marshal(m); err != nil {
+			t.Fatalf("rendered input cannot be encoded: %v", err)
+		}
+	})
+}
+
+func FuzzLoadSnapshot(f *testing.F) {
+	good, err := BuildSnapshot(PolicyMeta{Policy: "a/b", Generation: 1}, goldenRules())
+	if err != nil {
+		f.Fatal(err)
+	}
+	data, _ := good.Encode()
+	f.Add(data)
+	if golden, err := os.ReadFile(filepath.Join("testdata", "snapshot-invalid.golden.rules")); err == nil {
+		f.Add(golden)
+	}
+	f.Add([]byte(`{}`))
+	f.Add([]byte(``))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := LoadSnapshot(data, "")
+		if err != nil {
+			if _, ok := err.(*SnapshotError); !ok {
+				t.Fatalf("LoadSnapshot error is %T, want *SnapshotError", err)
+			}
+			g := New("")
+			_ = g.Load(data)
+			if d := g.Decide(&Call{Tool: "Bash", Input: map[string]any{"command": "ls"}}); d.Verdict != Block {
+				t.Fatalf("a snapshot that does not load decided %s", d.Verdict)
+			}
+			return
+		}
+		p, _ := Compile(s)
+		d := Decide(p, nil, &Call{Tool: "Bash", Input: map[string]any{"command": "rm -rf /"}})
+		if d.Verdict != Allow && d.Verdict != Ask && d.Verdict != Block {
+			t.Fatalf("unknown verdict %q", d.Verdict)
+		}
+	})
+}
+
+func FuzzHookInput(f *testing.F) {
+	f.Add([]byte(`{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf /"},"tool_use_id":"t"}`))
+	f.Add([]byte(`{"hook_event_name":"PreToolUse","tool_name":"mcp__deploy__run","tool_input":{"environment":"production"},"mcp_server":{"name":"deploy","source":"project"}}`))
+	f.Add([]byte(`{"hook_event_name":"PostToolUse","tool_name":"Bash"}`))
+	f.Add([]byte(`{"tool_name":"Bash","tool_input":"{\"command\":\"ls\"}"}`))
+	f.Add([]byte(`not json`))
+	s, err := BuildSnapshot(PolicyMeta{Policy: "a/b", Generation: 1}, goldenRules())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		call, _, err := ParseHookInput(data)
+		if err != nil {
+			out, _, exit := HookResponse(Decide(nil, &SnapshotError{Code: CodeInputInvalid, Reason: err.Error()}, nil), false)
+			if exit != 2 || len(out) == 0 {
+				t.Fatalf("malformed hook input must be denied with exit 2, got exit %d", exit)
+			}
+			return
+		}
+		p, _ := CompileFor(s, call.Tool, call.Server)
+		d := Decide(p, nil, call)
+		out, _, exit := HookResponse(d, false)
+		switch d.Verdict {
+		case Allow:
+			if exit != 0 || len(out) != 0 {
+				t.Fatalf("Allow must exit 0 silently, got exit %d %q", exit, out)
+			}
+		case Ask:
+			if exit != 0 {
+				t.Fatalf("Ask must exit 0, got %d", exit)
+			}
+		case Block:
+			if exit != 2 {
+				t.Fatalf("Block must exit 2, got %d", exit)
+			}
+		}
+	})
+}

@@ -1,0 +1,395 @@
+package gate_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	. "github.com/intutic/gate-operator/internal/gate"
+)
+
+func build(t *testing.T, meta PolicyMeta, rules ...Rule) *Snapshot {
+	t.Helper()
+	if meta.Policy == "" {
+		meta.Policy = "agents/test"
+	}
+	s, err := BuildSnapshot(meta, rules)
+	if err != nil {
+		t.Fatalf("BuildSnapshot: %v", err)
+	}
+	return s
+}
+
+func gateFor(t *testing.T, meta PolicyMeta, rules ...Rule) *Gate {
+	t.Helper()
+	s := build(t, meta, rules...)
+	data, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(meta.WorkspaceID)
+	if err := g.Load(data); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return g
+}
+
+func bash(cmd string) *Call {
+	return &Call{Tool: "Bash", Input: map[string]any{"command": cmd}, Surface: SurfaceHook}
+}
+
+func TestToolNameMatching(t *testing.T) {
+	cases := []struct {
+		name    string
+		pattern string
+		tool    string
+		server  string
+		match   bool
+	}{
+		{"exact, other case", "bash", "Bash", "", true},
+		{"underscore ignored", "web_fetch", "WebFetch", "", true},
+		{"camel case", "web_fetch", "webFetch", "", true},
+		{"dash ignored", "web-fetch", "web_fetch", "", true},
+		{"different tool", "web_fetch", "WebSearch", "", false},
+		{"glob star", "Web*", "WebSearch", "", true},
+		{"glob question", "Gre?", "Grep", "", true},
+		{"glob class", "[rw]rite", "Write", "", true},
+		{"star matches every tool", "*", "NotebookEdit", "", true},
+		{"mcp exact", "mcp__github__create_issue", "mcp__github__create_issue", "", true},
+		{"mcp keeps underscores", "mcp__github__createissue", "mcp__github__create_issue", "", false},
+		{"mcp case-insensitive", "mcp__GitHub__*", "mcp__github__create_issue", "", true},
+		{"mcp server glob", "mcp__github__*", "mcp__github__create_issue", "", true},
+		{"mcp other server", "mcp__github__*", "mcp__gitlab__create_issue", "", false},
+		{"mcp joined from server", "mcp__github__create_issue", "create_issue", "github", true},
+		{"mcp server joined, glob", "mcp__*__create_issue", "create_issue", "github", true},
+		{"bare name does not match mcp tool", "create_issue", "create_issue", "github", false},
+		{"legacy MultiEdit", "multi_edit", "MultiEdit", "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gateFor(t, PolicyMeta{}, Rule{Name: "r", Tools: []string{tc.pattern}, Action: Block, Reason: "matched"})
+			d := g.Decide(&Call{Tool: tc.tool, Server: tc.server, Input: map[string]any{}})
+			if got := d.Verdict == Block; got != tc.match {
+				t.Fatalf("pattern %q vs tool %q (server %q): matched=%v, want %v (%+v)", tc.pattern, tc.tool, tc.server, got, tc.match, d)
+			}
+		})
+	}
+}
+
+func TestDecisionSemantics(t *testing.T) {
+	allowGit := Rule{Name: "allow-git", Tools: []string{"bash"}, When: `input.command.startsWith("git ")`, Action: Allow, Reason: "git is fine"}
+	askPush := Rule{Name: "ask-push", Tools: []string{"bash"}, When: `input.command.contains("push")`, Action: Ask, Reason: "pushing needs a human"}
+	askForce := Rule{Name: "ask-force", Tools: []string{"bash"}, When: `input.command.contains("--force")`, Action: Ask, Reason: "force needs a human"}
+	blockForce := Rule{Name: "block-force-push", Tools: []string{"bash"}, When: `input.command.matches("push\\s+--force")`, Action: Block, Reason: "no force pushes", Code: "force_push"}
+	blockMain := Rule{Name: "block-main", Tools: []string{"bash"}, When: `input.command.endsWith("main")`, Action: Block, Reason: "not on main", Code: "main_branch"}
+	erroring := Rule{Name: "needs-field", Tools: []string{"bash"}, When: `input.missing == "x"`, Action: Allow, Reason: "never"}
+
+	cases := []struct {
+		name       string
+		meta       PolicyMeta
+		rules      []Rule
+		call       *Call
+		verdict    Verdict
+		rule, code string
+		reason     string
+	}{
+		{"allow rule", PolicyMeta{DefaultAction: Block}, []Rule{allowGit}, bash("git status"), Allow, "allow-git", "", "git is fine"},
+		{"ask beats allow", PolicyMeta{}, []Rule{allowGit, askPush}, bash("git push"), Ask, "ask-push", "", "pushing needs a human"},
+		{"block beats ask and allow", PolicyMeta{}, []Rule{allowGit, askPush, blockForce}, bash("git push --force"), Block, "block-force-push", "force_push", "no force pushes"},
+		{"first ask in order wins", PolicyMeta{}, []Rule{askForce, askPush}, bash("git push --force"), Ask, "ask-force", "", "force needs a human"},
+		{"first block in order wins", PolicyMeta{}, []Rule{blockMain, blockForce}, bash("git push --force main"), Block, "block-main", "main_branch", "not on main"},
+		{"no match, default Allow", PolicyMeta{}, []Rule{blockForce}, bash("ls"), Allow, "", "", "no rule matched"},
+		{"no match, default Ask", PolicyMeta{DefaultAction: Ask}, []Rule{blockForce}, bash("ls"), Ask, "", CodeDefaultAction, "no rule matched; the policy's defaultAction is Ask"},
+		{"no match, default Block", PolicyMeta{DefaultAction: Block}, []Rule{blockForce}, bash("ls"), Block, "", CodeDefaultAction, "no rule allows this call and the policy's defaultAction is Block"},
+		{"no rules at all", PolicyMeta{}, nil, bash("ls"), Allow, "", "", "no rule matched"},
+		{"rule without when always applies", PolicyMeta{}, []Rule{{Name: "all-bash", Tools: []string{"bash"}, Action: Ask, Reason: "every command"}}, bash("ls"), Ask, "all-bash", "", "every command"},
+		{"rule without tools applies to every tool", PolicyMeta{}, []Rule{{Name: "everything", When: `surface == "hook"`, Action: Block, Reason: "no hooks"}}, &Call{Tool: "Read", Input: map[string]any{"file_path": "/x"}, Surface: SurfaceHook}, Block, "everything", "", "no hooks"},
+		{"rule for another tool does not apply", PolicyMeta{}, []Rule{blockForce}, &Call{Tool: "Write", Input: map[string]any{"command": "git push --force"}}, Allow, "", "", "no rule matched"},
+		{"erroring rule blocks under Fail", PolicyMeta{FailurePolicy: Fail}, []Rule{erroring}, bash("ls"), Block, "needs-field", CodeRuleError, "rule needs-field could not be evaluated: no such key: missing"},
+		{"erroring rule is skipped under Ignore", PolicyMeta{FailurePolicy: Ignore}, []Rule{erroring, askPush}, bash("git push"), Ask, "ask-push", "", "pushing needs a human"},
+		{"erroring rule after a block is never reached", PolicyMeta{}, []Rule{blockMain, erroring}, bash("git checkout main"), Block, "block-main", "main_branch", "not on main"},
+		{"variables tool, server, surface, session", PolicyMeta{}, []Rule{{Name: "vars", When: `tool == "mcp__github__create_issue" && server == "github" && surface == "managed-agents" && session == "sesn_1"`, Action: Block, Reason: "vars"}},
+			&Call{Tool: "create_issue", Server: "github", Input: map[string]any{}, Surface: SurfaceManagedAgents, Session: "sesn_1"}, Block, "vars", "", "vars"},
+		{"server derived from the canonical name", PolicyMeta{}, []Rule{{Name: "srv", When: `server == "github"`, Action: Block, Reason: "srv"}},
+			&Call{Tool: "mcp__github__create_issue", Input: map[string]any{}}, Block, "srv", "", "srv"},
+		{"strings extension", PolicyMeta{}, []Rule{{Name: "ext", Tools: []string{"bash"}, When: `input.command.lowerAscii().split(" ").exists(w, w == "sudo")`, Action: Block, Reason: "no sudo"}},
+			bash("echo hi && SUDO reboot"), Block, "ext", "", "no sudo"},
+		{"numbers from JSON compare with ints", PolicyMeta{}, []Rule{{Name: "timeout", Tools: []string{"bash"}, When: `has(input.timeout) && input.timeout > 300000`, Action: Ask, Reason: "long command"}},
+			&Call{Tool: "Bash", Input: map[string]any{"command": "make", "timeout": float64(600000)}}, Ask, "timeout", "", "long command"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gateFor(t, tc.meta, tc.rules...)
+			d := g.Decide(tc.call)
+			if d.Verdict != tc.verdict || d.Rule != tc.rule || d.Code != tc.code || d.Reason != tc.reason {
+				t.Fatalf("got verdict=%s rule=%q code=%q reason=%q\nwant verdict=%s rule=%q code=%q reason=%q", d.Verdict, d.Rule, d.Code, d.Reason, tc.verdict, tc.rule, tc.code, tc.reason)
+			}
+			if d.IncidentID == "" {
+				t.Error("decision has no incident ID")
+			}
+			wantMsg := ""
+			if tc.verdict == Block {
+				wantMsg = "[Intutic Governance] BLOCKED: " + tc.reason
+			}
+			if d.Message != wantMsg {
+				t.Errorf("message = %q, want %q", d.Message, wantMsg)
+			}
+			if d.SnapshotDigest == "" {
+				t.Error("decision does not carry the snapshot digest")
+			}
+		})
+	}
+}
+
+func TestCostLimitBlocksUnderFail(t *testing.T) {
+	expensive := Rule{Name: "expensive", Tools: []string{"bash"}, Action: Allow, Reason: "never",
+		When: `input.command.split("").all(a, input.command.split("").all(b, input.command.split("").all(c, a != "\u0000")))`}
+	g := gateFor(t, PolicyMeta{}, expensive)
+	d := g.Decide(bash(strings.Repeat("x", 200)))
+	if d.Verdict != Block || d.Code != CodeRuleError || !strings.Contains(d.Reason, "cost limit") {
+		t.Fatalf("want a rule_error Block for exceeding the cost limit, got %+v", d)
+	}
+}
+
+func TestRenderInput(t *testing.T) {
+	cases := []struct {
+		name string
+		in   any
+		want string
+	}{
+		{"object", map[string]any{"command": "ls"}, `map[command:ls]`},
+		{"JSON object string", `{"command":"ls"}`, `map[command:ls]`},
+		{"JSON array string", `[1,"a"]`, `map[args:[[1 a]]]`},
+		{"JSON number string", `42`, `map[args:[42]]`},
+		{"plain string", `rm -rf /`, `map[args:[rm -rf /]]`},
+		{"number", 3.5, `map[args:[3.5]]`},
+		{"array", []any{"a", "b"}, `map[args:[[a b]]]`},
+		{"null", nil, `map[args:[<nil>]]`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fmtValue(RenderInput(tc.in)); got != tc.want {
+				t.Fatalf("RenderInput(%#v) = %s, want %s", tc.in, got, tc.want)
+			}
+		})
+	}
+	// A string input is what the harness sends for some tools: rules see the parsed object.
+	g := gateFor(t, PolicyMeta{}, Rule{Name: "r", When: `input.command == "ls"`, Action: Block, Reason: "ls"})
+	if d := g.Decide(&Call{Tool: "Bash", Input: RenderInput(`{"command":"ls"}`)}); d.Verdict != Block {
+		t.Fatalf("a JSON string input was not parsed: %+v", d)
+	}
+	g = gateFor(t, PolicyMeta{}, Rule{Name: "r", When: `input.args[0] == "ls"`, Action: Block, Reason: "ls"})
+	if d := g.Decide(&Call{Tool: "custom", Input: RenderInput("ls")}); d.Verdict != Block {
+		t.Fatalf("a plain string input was not wrapped in args: %+v", d)
+	}
+}
+
+func TestFailClosed(t *testing.T) {
+	dir := t.TempDir()
+	good := build(t, PolicyMeta{WorkspaceID: "ws_1"}, Rule{Name: "r", Tools: []string{"bash"}, When: `input.command == "x"`, Action: Block, Reason: "x"})
+	goodBytes, err := good.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tampered := strings.Replace(string(goodBytes), `"reason": "x"`, `"reason": "y"`, 1)
+	if tampered == string(goodBytes) {
+		t.Fatal("tampering did not change the snapshot")
+	}
+	wrongKind := strings.Replace(string(goodBytes), `"kind": "PolicySnapshot"`, `"kind": "Policy"`, 1)
+	unknownField := strings.Replace(string(goodBytes), `"policy":`, `"allowAll": true, "policy":`, 1)
+	invalid, err := BuildInvalidSnapshot(PolicyMeta{Policy: "agents/broken", WorkspaceID: "ws_1"}, "spec.rules[0].when: undeclared reference to 'inptu'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	invalidBytes, _ := invalid.Encode()
+
+	cases := []struct {
+		name      string
+		path      string
+		workspace string
+		code      string
+	}{
+		{"file absent", filepath.Join(dir, "absent.rules"), "", CodeSnapshotMissing},
+		{"file empty", write("empty.rules", nil), "", CodeSnapshotMissing},
+		{"whitespace only", write("blank.rules", []byte("\n  \n")), "", CodeSnapshotMissing},
+		{"not JSON", write("garbage.rules", []byte("rules: yes")), "", CodeSnapshotCorrupt},
+		{"truncated", write("truncated.rules", goodBytes[:len(goodBytes)/2]), "", CodeSnapshotCorrupt},
+		{"wrong kind", write("kind.rules", []byte(wrongKind)), "", CodeSnapshotCorrupt},
+		{"unknown field", write("unknown.rules", []byte(unknownField)), "", CodeSnapshotCorrupt},
+		{"trailing data", write("trailing.rules", append(slices.Clone(goodBytes), []byte(`{}`)...)), "", CodeSnapshotCorrupt},
+		{"digest mismatch", write("tampered.rules", []byte(tampered)), "", CodeSnapshotUnverified},
+		{"another workspace", write("good.rules", goodBytes), "ws_2", CodeSnapshotUnverified},
+		{"never compiled", write("invalid.rules", invalidBytes), "ws_1", CodePolicyInvalid},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New(tc.workspace)
+			loadErr := g.LoadFile(tc.path)
+			d := g.Decide(bash("ls"))
+			if d.Verdict != Block || d.Code != tc.code {
+				t.Fatalf("got %s/%s (%s), want Block/%s", d.Verdict, d.Code, d.Reason, tc.code)
+			}
+			if !strings.HasPrefix(d.Message, RefusalPrefix) {
+				t.Errorf("refusal message %q lacks the prefix", d.Message)
+			}
+			if tc.code != CodePolicyInvalid {
+				var se *SnapshotError
+				if !errors.As(loadErr, &se) || se.Code != tc.code {
+					t.Errorf("LoadFile error = %v, want code %s", loadErr, tc.code)
+				}
+			}
+		})
+	}
+
+	t.Run("no snapshot loaded", func(t *testing.T) {
+		if d := New("").Decide(bash("ls")); d.Verdict != Block || d.Code != CodeSnapshotMissing {
+			t.Fatalf("got %+v", d)
+		}
+	})
+	t.Run("a failed reload replaces a good snapshot", func(t *testing.T) {
+		g := New("ws_1")
+		if err := g.LoadFile(write("good2.rules", goodBytes)); err != nil {
+			t.Fatal(err)
+		}
+		if d := g.Decide(bash("ls")); d.Verdict != Allow {
+			t.Fatalf("good snapshot: %+v", d)
+		}
+		_ = g.LoadFile(write("tampered2.rules", []byte(tampered)))
+		if d := g.Decide(bash("ls")); d.Verdict != Block || d.Code != CodeSnapshotUnverified {
+			t.Fatalf("after a tampered reload: %+v", d)
+		}
+	})
+	t.Run("panic during evaluation", func(t *testing.T) {
+		g := gateFor(t, PolicyMeta{})
+		d := g.Decide(nil) // a nil call panics inside evaluation
+		if d.Verdict != Block || d.Code != CodeGateCrashed {
+			t.Fatalf("got %+v", d)
+		}
+	})
+}
+
+func TestValidateRulesFieldErrors(t *testing.T) {
+	rules := []Rule{
+		{Name: "ok", Tools: []string{"bash"}, When: `input.command.contains("x")`, Action: Block, Reason: "x"},
+		{Name: "syntax", When: `input.command.contains(`, Action: Block, Reason: "x"},
+		{Name: "not-bool", When: `"yes"`, Action: Block, Reason: "x"},
+		{Name: "undeclared", When: `inptu.command == "x"`, Action: Block, Reason: "x"},
+		{Name: "bad-glob", Tools: []string{"bash", "[unclosed"}, Action: Block, Reason: "x"},
+		{Name: "ok", Action: Allow},
+		{Name: "bad-action", Action: "Deny"},
+	}
+	errs := ValidateRules(rules)
+	want := map[string]string{
+		"spec.rules[1].when":     "Syntax error",
+		"spec.rules[2].when":     "must evaluate to bool, not string",
+		"spec.rules[3].when":     "undeclared reference to 'inptu'",
+		"spec.rules[4].tools[1]": "is not a valid glob pattern",
+		"spec.rules[5].name":     `"ok" is already the name of spec.rules[0]`,
+		"spec.rules[6].action":   `"Deny" is not Allow, Ask or Block`,
+	}
+	got := map[string]string{}
+	for _, e := range errs {
+		got[e.Field] = e.Message
+	}
+	for field, msg := range want {
+		if !strings.Contains(got[field], msg) {
+			t.Errorf("%s: got %q, want a message containing %q", field, got[field], msg)
+		}
+	}
+	if len(errs) != len(want) {
+		t.Errorf("got %d errors, want %d: %v", len(errs), len(want), errs)
+	}
+	if _, err := BuildSnapshot(PolicyMeta{Policy: "a/b"}, rules); err == nil {
+		t.Error("BuildSnapshot accepted rules that do not compile")
+	}
+}
+
+func TestCompileForCompilesOnlyMatchingRules(t *testing.T) {
+	s := build(t, PolicyMeta{},
+		Rule{Name: "bash-rule", Tools: []string{"bash"}, When: `input.command == "x"`, Action: Block, Reason: "x"},
+		Rule{Name: "write-rule", Tools: []string{"write"}, When: `input.file_path == "/etc/passwd"`, Action: Block, Reason: "passwd"},
+	)
+	// Corrupt the program of the write rule: a policy compiled for Bash never touches it.
+	s.Rules[1].Program = "!!not base64!!"
+	p, errs := CompileFor(s, "Bash", "")
+	if len(errs) != 0 {
+		t.Fatalf("CompileFor(Bash) compiled the write rule: %v", errs)
+	}
+	if d := Decide(p, nil, bash("x")); d.Verdict != Block || d.Rule != "bash-rule" {
+		t.Fatalf("got %+v", d)
+	}
+	if d := Decide(p, nil, &Call{Tool: "Write", Input: map[string]any{"file_path": "/etc/passwd"}}); d.Verdict != Block || d.Code != CodeGateCrashed {
+		t.Fatalf("a policy compiled for Bash must refuse other tools, got %+v", d)
+	}
+	p, errs = CompileFor(s, "Write", "")
+	if len(errs) == 0 {
+		t.Fatal("CompileFor(Write) did not report the corrupt program")
+	}
+	if d := Decide(p, nil, &Call{Tool: "Write", Input: map[string]any{"file_path": "/tmp/x"}}); d.Verdict != Block || d.Code != CodeRuleError {
+		t.Fatalf("a rule that does not compile must block under Fail, got %+v", d)
+	}
+}
+
+func TestIncidentIDsAreUniqueAndSortable(t *testing.T) {
+	g := gateFor(t, PolicyMeta{})
+	var ids []string
+	for range 1000 {
+		ids = append(ids, g.Decide(bash("ls")).IncidentID)
+	}
+	if !slices.IsSorted(ids) {
+		t.Fatal("incident IDs are not in time order")
+	}
+	if len(slices.Compact(slices.Clone(ids))) != len(ids) {
+		t.Fatal("incident IDs repeat")
+	}
+}
+
+// TestConcurrentSwap decides from many goroutines while snapshots are swapped; run with -race.
+func TestConcurrentSwap(t *testing.T) {
+	block := build(t, PolicyMeta{Generation: 1}, Rule{Name: "r", Tools: []string{"bash"}, Action: Block, Reason: "gen 1"})
+	allow := build(t, PolicyMeta{Generation: 2})
+	pb, _ := Compile(block)
+	pa, _ := Compile(allow)
+	g := New("")
+	g.Swap(pb)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d := g.Decide(bash("ls"))
+				if d.SnapshotDigest == block.Digest && d.Verdict != Block || d.SnapshotDigest == allow.Digest && d.Verdict != Allow {
+					t.Errorf("decision does not belong to its snapshot: %+v", d)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 200 {
+		if i%2 == 0 {
+			g.Swap(pa)
+		} else {
+			g.Swap(pb)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}

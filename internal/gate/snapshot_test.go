@@ -1,0 +1,103 @@
+package gate_test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/intutic/gate-operator/internal/gate"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func goldenRules() []Rule {
+	return []Rule{
+		{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.matches("rm\\s+-rf\\s+/")`, Action: Block, Reason: "destructive command on the root filesystem", Code: "destructive_command"},
+		{Name: "fetch-needs-human", Tools: []string{"web_fetch"}, When: `!input.url.startsWith("https://github.com/") && input.url != ""`, Action: Ask, Reason: "fetching from outside github.com needs a human"},
+		{Name: "no-prod-deploys", Tools: []string{"mcp__deploy__*"}, When: `has(input.environment) && input.environment == "production"`, Action: Block, Reason: "production deploys go through the release pipeline", Code: "production_deploy"},
+		{Name: "reads-ok", Tools: []string{"read", "glob", "grep"}, Action: Allow},
+	}
+}
+
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs from the golden file (go test -update rewrites it):\n%s", path, got)
+	}
+}
+
+func TestSnapshotGolden(t *testing.T) {
+	meta := PolicyMeta{Policy: "agents/coding-agents", Generation: 3, WorkspaceID: "ws_123", DefaultAction: Allow, FailurePolicy: Fail}
+	s, err := BuildSnapshot(meta, goldenRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "snapshot.golden.rules", data)
+	if _, err := LoadSnapshot(data, "ws_123"); err != nil {
+		t.Fatalf("the golden snapshot does not verify: %v", err)
+	}
+
+	empty, err := BuildSnapshot(PolicyMeta{Policy: "agents/empty", Generation: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ = empty.Encode()
+	checkGolden(t, "snapshot-empty.golden.rules", data)
+
+	invalid, err := BuildInvalidSnapshot(PolicyMeta{Policy: "agents/broken", Generation: 1}, "spec.rules[0].when: undeclared reference to 'inptu'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ = invalid.Encode()
+	checkGolden(t, "snapshot-invalid.golden.rules", data)
+}
+
+func TestSnapshotDigest(t *testing.T) {
+	meta := PolicyMeta{Policy: "agents/p", Generation: 1, WorkspaceID: "ws", DefaultAction: Allow, FailurePolicy: Fail}
+	base, err := BuildSnapshot(meta, goldenRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := BuildSnapshot(meta, goldenRules())
+	if base.Digest != again.Digest {
+		t.Fatalf("the same input gave two digests: %s, %s", base.Digest, again.Digest)
+	}
+	changes := map[string]func(*PolicyMeta, []Rule){
+		"policy":        func(m *PolicyMeta, _ []Rule) { m.Policy = "agents/q" },
+		"generation":    func(m *PolicyMeta, _ []Rule) { m.Generation = 2 },
+		"workspace":     func(m *PolicyMeta, _ []Rule) { m.WorkspaceID = "ws2" },
+		"defaultAction": func(m *PolicyMeta, _ []Rule) { m.DefaultAction = Block },
+		"failurePolicy": func(m *PolicyMeta, _ []Rule) { m.FailurePolicy = Ignore },
+		"rule reason":   func(_ *PolicyMeta, r []Rule) { r[0].Reason = "other" },
+		"rule when":     func(_ *PolicyMeta, r []Rule) { r[0].When = `input.command == "x"` },
+		"rule order":    func(_ *PolicyMeta, r []Rule) { r[0], r[1] = r[1], r[0] },
+		"rule tools":    func(_ *PolicyMeta, r []Rule) { r[3].Tools = []string{"read"} },
+	}
+	for name, change := range changes {
+		m, rules := meta, goldenRules()
+		change(&m, rules)
+		s, err := BuildSnapshot(m, rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Digest == base.Digest {
+			t.Errorf("changing the %s left the digest unchanged", name)
+		}
+	}
+}
