@@ -137,7 +137,7 @@ type ToolApproval struct {
 // Rule is one gate rule: when a call's tool matches one of tools and when is true, the rule
 // gives its action.
 //
-// +kubebuilder:validation:XValidation:rule="self.action == 'Allow' || (has(self.reason) && self.reason != '')",message="reason is required when action is Ask or Block: it is the message the agent and the approver see"
+// +kubebuilder:validation:XValidation:rule="self.action == 'Allow' || (has(self.reason) && size(self.reason) > 0)",message="reason is required when action is Ask or Block: it is the message the agent and the approver see"
 type Rule struct {
 	// name identifies the rule in decisions, audit logs and status. A DNS label, unique within
 	// the policy.

@@ -290,7 +290,9 @@ func TestPolicyRejections(t *testing.T) {
 		{rejection{"denied CIDR is a bare address", "spec.egress.deniedCIDRs[0]", "must be a CIDR"},
 			func(s *gatev1.HarnessAgentPolicySpec) { s.Egress.DeniedCIDRs = []gatev1.CIDR{"169.254.169.254"} }},
 		{rejection{"host with scheme", "spec.egress.allowedHosts[0]", "must be a lower-case DNS name"},
-			func(s *gatev1.HarnessAgentPolicySpec) { s.Egress.AllowedHosts = []gatev1.Hostname{"https://github.com"} }},
+			func(s *gatev1.HarnessAgentPolicySpec) {
+				s.Egress.AllowedHosts = []gatev1.Hostname{"https://github.com"}
+			}},
 		{rejection{"host with port", "spec.egress.allowedHosts[0]", "must be a lower-case DNS name"},
 			func(s *gatev1.HarnessAgentPolicySpec) { s.Egress.AllowedHosts = []gatev1.Hostname{"github.com:443"} }},
 		{rejection{"host with path", "spec.egress.allowedHosts[0]", "must be a lower-case DNS name"},
@@ -361,9 +363,13 @@ func TestConfirmerRejections(t *testing.T) {
 		{rejection{"baseURL with another scheme", "spec.anthropic.baseURL", "must be an http or https URL"},
 			func(s *gatev1.SessionConfirmerSpec) { s.Anthropic.BaseURL = "ftp://api.anthropic.com" }},
 		{rejection{"pollInterval too short", "spec.sessions.pollInterval", "must be a duration between 1s and 1h"},
-			func(s *gatev1.SessionConfirmerSpec) { s.Sessions.PollInterval = &metav1.Duration{Duration: 100 * time.Millisecond} }},
+			func(s *gatev1.SessionConfirmerSpec) {
+				s.Sessions.PollInterval = &metav1.Duration{Duration: 100 * time.Millisecond}
+			}},
 		{rejection{"deadline too long", "spec.humanApproval.deadline", "must be a duration between 10s and 24h"},
-			func(s *gatev1.SessionConfirmerSpec) { s.HumanApproval.Deadline = &metav1.Duration{Duration: 48 * time.Hour} }},
+			func(s *gatev1.SessionConfirmerSpec) {
+				s.HumanApproval.Deadline = &metav1.Duration{Duration: 48 * time.Hour}
+			}},
 		{rejection{"replicas zero", "spec.replicas", "should be greater than or equal to 1"},
 			func(s *gatev1.SessionConfirmerSpec) { s.Replicas = ptr.To[int32](0) }},
 		{rejection{"service account without namespace", "spec.gateAPI.allowedServiceAccounts[0]", "must be a ServiceAccount written namespace/name"},
