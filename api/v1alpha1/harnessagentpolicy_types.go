@@ -4,9 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// PermissionMode is the harness permission posture of the governed agents: allow-reads or
-// allow-edits. Both checks are CEL rules rather than an enum so that allow-all gets a message
-// saying why it is refused (the API server skips CEL rules on a value that failed the enum).
+// PermissionMode is the harness permission posture of the governed agents: allow-reads or allow-edits. Both checks are CEL rules rather than an enum so that allow-all gets a message saying why it is refused (the API server skips CEL rules on a value that failed the enum).
 // +kubebuilder:validation:MaxLength=32
 // +kubebuilder:validation:XValidation:rule="self != 'allow-all'",message="allow-all is not permitted: it lets the agent run every tool without asking, which bypasses the gate's Ask verdicts; use allow-edits or allow-reads"
 // +kubebuilder:validation:XValidation:rule="self == 'allow-all' || self in ['allow-reads', 'allow-edits']",message="must be allow-reads or allow-edits"
@@ -62,25 +60,21 @@ type ToolName string
 
 // HarnessAgentPolicySpec declares how the sandboxed agents selected by podSelector are governed.
 type HarnessAgentPolicySpec struct {
-	// workspaceID binds the rules snapshot to a workspace. The gate refuses a snapshot whose
-	// workspace differs from the one it was configured with.
+	// workspaceID binds the rules snapshot to a workspace. The gate refuses a snapshot whose workspace differs from the one it was configured with.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	WorkspaceID string `json:"workspaceID,omitempty"`
 
-	// podSelector selects the sandbox pods in this namespace that the policy governs. The egress
-	// NetworkPolicy selects the same pods.
+	// podSelector selects the sandbox pods in this namespace that the policy governs. The egress NetworkPolicy selects the same pods.
 	// +required
 	PodSelector metav1.LabelSelector `json:"podSelector"`
 
-	// permissionMode is the harness permission posture: allow-reads (every edit needs approval)
-	// or allow-edits. allow-all is rejected, because it would let the agent skip every approval.
+	// permissionMode is the harness permission posture: allow-reads (every edit needs approval) or allow-edits. allow-all is rejected, because it would let the agent skip every approval.
 	// +optional
 	// +kubebuilder:default=allow-edits
 	PermissionMode PermissionMode `json:"permissionMode,omitempty"`
 
-	// filterBash removes the harness's built-in bash tool (inactiveTools: ["bash"]), so shell
-	// access goes only through tools the gate sees.
+	// filterBash removes the harness's built-in bash tool (inactiveTools: ["bash"]), so shell access goes only through tools the gate sees.
 	// +optional
 	// +kubebuilder:default=true
 	FilterBash *bool `json:"filterBash,omitempty"`
@@ -89,9 +83,7 @@ type HarnessAgentPolicySpec struct {
 	// +optional
 	Tools ToolApproval `json:"tools,omitempty"`
 
-	// rules are evaluated by the gate for every tool call, in order. The most restrictive
-	// verdict of the matching rules wins (Block > Ask > Allow); among those, the first one in
-	// this list supplies the reason and code. Names are unique.
+	// rules are evaluated by the gate for every tool call, in order. The most restrictive verdict of the matching rules wins (Block > Ask > Allow); among those, the first one in this list supplies the reason and code. Names are unique.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -103,14 +95,12 @@ type HarnessAgentPolicySpec struct {
 	// +kubebuilder:default=Allow
 	DefaultAction Action `json:"defaultAction,omitempty"`
 
-	// failurePolicy says what a rule whose evaluation errors does: Fail blocks the call,
-	// Ignore skips the rule.
+	// failurePolicy says what a rule whose evaluation errors does: Fail blocks the call, Ignore skips the rule.
 	// +optional
 	// +kubebuilder:default=Fail
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
 
-	// egress declares the network destinations the sandbox pods may reach. With no hosts and
-	// no CIDRs, all egress (DNS included) is denied.
+	// egress declares the network destinations the sandbox pods may reach. With no hosts and no CIDRs, all egress (DNS included) is denied.
 	// +optional
 	// +kubebuilder:default={}
 	Egress EgressSpec `json:"egress,omitempty"`
@@ -120,8 +110,7 @@ type HarnessAgentPolicySpec struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.approve) || !has(self.deny) || self.approve.all(t, !(t in self.deny))",message="tools.approve and tools.deny must not name the same tool"
 type ToolApproval struct {
-	// approve lists tools whose every call pauses for approval; the gate answers each one
-	// (harness toolApproval "user-approval").
+	// approve lists tools whose every call pauses for approval; the gate answers each one (harness toolApproval "user-approval").
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=128
@@ -134,30 +123,25 @@ type ToolApproval struct {
 	Deny []ToolName `json:"deny,omitempty"`
 }
 
-// Rule is one gate rule: when a call's tool matches one of tools and when is true, the rule
-// gives its action.
+// Rule is one gate rule: when a call's tool matches one of tools and when is true, the rule gives its action.
 //
 // +kubebuilder:validation:XValidation:rule="self.action == 'Allow' || (has(self.reason) && size(self.reason) > 0)",message="reason is required when action is Ask or Block: it is the message the agent and the approver see"
 type Rule struct {
-	// name identifies the rule in decisions, audit logs and status. A DNS label, unique within
-	// the policy.
+	// name identifies the rule in decisions, audit logs and status. A DNS label, unique within the policy.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit"
 	Name string `json:"name"`
 
-	// tools are glob patterns on the tool name (case-insensitive; outside mcp__ names, '_' and
-	// '-' are ignored, so web_fetch matches WebFetch). MCP tools are named
-	// mcp__<server>__<tool>. Empty matches every tool.
+	// tools are glob patterns on the tool name (case-insensitive; outside mcp__ names, '_' and '-' are ignored, so web_fetch matches WebFetch). MCP tools are named mcp__<server>__<tool>. Empty matches every tool.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=256
 	Tools []string `json:"tools,omitempty"`
 
-	// when is a CEL expression over tool, server, input, surface and session that must be
-	// true for the rule to apply. Empty means always.
+	// when is a CEL expression over tool, server, input, surface and session that must be true for the rule to apply. Empty means always.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	When string `json:"when,omitempty"`
@@ -166,8 +150,7 @@ type Rule struct {
 	// +required
 	Action Action `json:"action"`
 
-	// reason is the human-readable explanation. A Block is refused with
-	// "[Intutic Governance] BLOCKED: <reason>".
+	// reason is the human-readable explanation. A Block is refused with "[Intutic Governance] BLOCKED: <reason>".
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
@@ -181,8 +164,7 @@ type Rule struct {
 
 // EgressSpec declares where the sandbox pods may connect.
 type EgressSpec struct {
-	// allowedHosts are DNS names the pods may reach on ports. The controller resolves them
-	// (A and AAAA) and re-resolves them at the records' TTL.
+	// allowedHosts are DNS names the pods may reach on ports. The controller resolves them (A and AAAA) and re-resolves them at the records' TTL.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=128
@@ -194,8 +176,7 @@ type EgressSpec struct {
 	// +kubebuilder:validation:MaxItems=128
 	AllowedCIDRs []CIDR `json:"allowedCIDRs,omitempty"`
 
-	// deniedCIDRs are carved out of every allowed destination. The cloud metadata ranges
-	// 169.254.0.0/16, 169.254.169.254/32 and fd00:ec2::254/128 are always denied.
+	// deniedCIDRs are carved out of every allowed destination. The cloud metadata ranges 169.254.0.0/16, 169.254.169.254/32 and fd00:ec2::254/128 are always denied.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=128
@@ -283,8 +264,7 @@ type HarnessAgentPolicyStatus struct {
 	Egress *EgressStatus `json:"egress,omitempty"`
 }
 
-// HarnessAgentPolicy governs the sandboxed AI coding agents selected by its pod selector:
-// the rules the gate evaluates, the harness permission posture, and the egress they get.
+// HarnessAgentPolicy governs the sandboxed AI coding agents selected by its pod selector: the rules the gate evaluates, the harness permission posture, and the egress they get.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

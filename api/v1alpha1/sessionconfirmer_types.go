@@ -38,8 +38,7 @@ type AnthropicSpec struct {
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'https' || url(self).getScheme() == 'http')",message="must be an http or https URL such as https://api.anthropic.com"
 	BaseURL string `json:"baseURL,omitempty"`
 
-	// apiKeySecretRef selects the Secret key holding the API key. It is mounted as a file,
-	// never passed in the environment.
+	// apiKeySecretRef selects the Secret key holding the API key. It is mounted as a file, never passed in the environment.
 	// +required
 	APIKeySecretRef SecretKeyReference `json:"apiKeySecretRef"`
 
@@ -69,16 +68,14 @@ type SessionsSpec struct {
 
 // WebhookSpec configures the receiver of Managed Agents webhooks.
 type WebhookSpec struct {
-	// signingKeySecretRef selects the Secret key holding the Standard Webhooks signing key
-	// (whsec_...). It is mounted as a file.
+	// signingKeySecretRef selects the Secret key holding the Standard Webhooks signing key (whsec_...). It is mounted as a file.
 	// +required
 	SigningKeySecretRef SecretKeyReference `json:"signingKeySecretRef"`
 }
 
 // HumanApprovalSpec configures how calls sent to a human (Ask) are held.
 type HumanApprovalSpec struct {
-	// deadline is how long an Ask verdict waits for a human before the call is denied,
-	// between 10s and 24h.
+	// deadline is how long an Ask verdict waits for a human before the call is denied, between 10s and 24h.
 	// +optional
 	// +kubebuilder:default="15m"
 	// +kubebuilder:validation:Type=string
@@ -170,8 +167,7 @@ type SessionConfirmerStatus struct {
 	SnapshotDigest string `json:"snapshotDigest,omitempty"`
 }
 
-// SessionConfirmer runs a confirmer Deployment that answers the tool-confirmation pauses of
-// Anthropic Managed Agents sessions through the gate, and serves the gate over HTTP.
+// SessionConfirmer runs a confirmer Deployment that answers the tool-confirmation pauses of Anthropic Managed Agents sessions through the gate, and serves the gate over HTTP.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

@@ -71,21 +71,43 @@ type compiledRule struct {
 	err      error
 }
 
-// lazyProgram plans a checked expression into a CEL program on first use, so a one-shot caller
-// pays only for the rules its prefilters cannot rule out.
+// lazyProgram decodes (or compiles) a rule's expression and plans it into a CEL program on
+// first use, so a one-shot caller pays only for the rules its prefilters cannot rule out.
 type lazyProgram struct {
-	env     *cel.Env
-	checked *cel.Ast
-	once    sync.Once
-	prg     cel.Program
-	err     error
+	rule Rule
+
+	checkOnce sync.Once
+	checked   *cel.Ast
+	checkErr  error
+
+	planOnce sync.Once
+	prg      cel.Program
+	planErr  error
+}
+
+func (l *lazyProgram) check() (*cel.Ast, error) {
+	l.checkOnce.Do(func() {
+		env, err := environment()
+		if err != nil {
+			l.checkErr = fmt.Errorf("the CEL environment cannot be built: %w", err)
+			return
+		}
+		l.checked, l.checkErr = checkExpression(env, l.rule)
+	})
+	return l.checked, l.checkErr
 }
 
 func (l *lazyProgram) get() (cel.Program, error) {
-	l.once.Do(func() {
-		l.prg, l.err = l.env.Program(l.checked, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(CostLimit))
+	l.planOnce.Do(func() {
+		checked, err := l.check()
+		if err != nil {
+			l.planErr = err
+			return
+		}
+		env, _ := environment() // check succeeded, so the environment exists
+		l.prg, l.planErr = env.Program(checked, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(CostLimit))
 	})
-	return l.prg, l.err
+	return l.prg, l.planErr
 }
 
 // checkExpression compiles a rule's when, or decodes the checked expression a snapshot carries
@@ -129,7 +151,7 @@ func encodeProgram(checked *cel.Ast) (string, error) {
 }
 
 // compileRule compiles one rule. Problems are returned as field errors under spec.rules[i].
-func compileRule(env *cel.Env, i int, r Rule) (compiledRule, FieldErrors) {
+func compileRule(i int, r Rule) (compiledRule, FieldErrors) {
 	cr := compiledRule{Rule: r, index: i}
 	var errs FieldErrors
 	base := fmt.Sprintf("spec.rules[%d]", i)
@@ -144,12 +166,18 @@ func compileRule(env *cel.Env, i int, r Rule) (compiledRule, FieldErrors) {
 		cr.patterns = append(cr.patterns, normalizeToolName(p))
 	}
 	if r.When != "" || r.Program != "" {
-		checked, err := checkExpression(env, r)
-		if err != nil {
+		lp := &lazyProgram{rule: r}
+		if r.Prefilter != nil {
+			// The snapshot carries the prefilter: the expression is decoded only when needed.
+			cr.filter = r.Prefilter.compile()
+			cr.program = lp
+		} else if checked, err := lp.check(); err != nil {
 			errs = append(errs, FieldError{base + ".when", err.Error()})
 		} else {
-			cr.filter = buildQuick(checked.NativeRep().Expr())
-			cr.program = &lazyProgram{env: env, checked: checked}
+			if pf := prefilterOf(checked.NativeRep().Expr()); pf != nil {
+				cr.filter = pf.compile()
+			}
+			cr.program = lp
 		}
 	}
 	if len(errs) > 0 {
@@ -162,8 +190,7 @@ func compileRule(env *cel.Env, i int, r Rule) (compiledRule, FieldErrors) {
 // compile errors, a when that is not boolean, and duplicate names. The controller calls it
 // before building a snapshot.
 func ValidateRules(rules []Rule) FieldErrors {
-	env, err := environment()
-	if err != nil {
+	if _, err := environment(); err != nil {
 		return FieldErrors{{"spec.rules", "the CEL environment cannot be built: " + err.Error()}}
 	}
 	var errs FieldErrors
@@ -173,7 +200,8 @@ func ValidateRules(rules []Rule) FieldErrors {
 			errs = append(errs, FieldError{fmt.Sprintf("spec.rules[%d].name", i), fmt.Sprintf("%q is already the name of spec.rules[%d]", r.Name, j)})
 		}
 		seen[r.Name] = i
-		cr, ferrs := compileRule(env, i, r)
+		r.Program, r.Prefilter = "", nil // validate the source, not a compiled form
+		cr, ferrs := compileRule(i, r)
 		errs = append(errs, ferrs...)
 		if cr.program != nil {
 			if _, err := cr.program.get(); err != nil {
@@ -192,7 +220,7 @@ func compilePrograms(rules []Rule) ([]Rule, FieldErrors) {
 	}
 	out := make([]Rule, len(rules))
 	for i, r := range rules {
-		r.Program = ""
+		r.Program, r.Prefilter = "", nil
 		if r.When != "" {
 			checked, err := checkExpression(env, r)
 			if err != nil {
@@ -201,6 +229,7 @@ func compilePrograms(rules []Rule) ([]Rule, FieldErrors) {
 			if r.Program, err = encodeProgram(checked); err != nil {
 				return nil, FieldErrors{{fmt.Sprintf("spec.rules[%d].when", i), err.Error()}}
 			}
+			r.Prefilter = prefilterOf(checked.NativeRep().Expr())
 		}
 		out[i] = r
 	}

@@ -332,12 +332,19 @@ func TestCompileForCompilesOnlyMatchingRules(t *testing.T) {
 	if d := Decide(p, nil, &Call{Tool: "Write", Input: map[string]any{"file_path": "/etc/passwd"}}); d.Verdict != Block || d.Code != CodeGateCrashed {
 		t.Fatalf("a policy compiled for Bash must refuse other tools, got %+v", d)
 	}
-	p, errs = CompileFor(s, "Write", "")
-	if len(errs) == 0 {
-		t.Fatal("CompileFor(Write) did not report the corrupt program")
+	// Compiled for Write, the corrupt program is decoded only when the prefilter cannot rule
+	// the rule out; then the rule errors and blocks under Fail.
+	p, _ = CompileFor(s, "Write", "")
+	if d := Decide(p, nil, &Call{Tool: "Write", Input: map[string]any{"file_path": "/etc/passwd"}}); d.Verdict != Block || d.Code != CodeRuleError {
+		t.Fatalf("a rule whose program does not decode must block under Fail, got %+v", d)
 	}
-	if d := Decide(p, nil, &Call{Tool: "Write", Input: map[string]any{"file_path": "/tmp/x"}}); d.Verdict != Block || d.Code != CodeRuleError {
-		t.Fatalf("a rule that does not compile must block under Fail, got %+v", d)
+	// A path the prefilter proves unequal to /etc/passwd cannot match, program or not.
+	if d := Decide(p, nil, &Call{Tool: "Write", Input: map[string]any{"file_path": "/tmp/x"}}); d.Verdict != Allow {
+		t.Fatalf("got %+v", d)
+	}
+	// Compile (the confirmer's eager path) reports the corrupt program up front.
+	if _, errs := Compile(s); len(errs) == 0 {
+		t.Fatal("Compile did not report the corrupt program")
 	}
 }
 

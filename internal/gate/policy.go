@@ -59,18 +59,8 @@ func ruleMatchesTool(patterns []string, name string) bool {
 
 func compile(s *Snapshot, rules []Rule, only []int) (*Policy, FieldErrors) {
 	p := &Policy{snap: s}
-	env, err := environment()
-	if err != nil {
-		// Without an environment no rule can be evaluated: every rule errors.
-		for i, r := range rules {
-			p.rules = append(p.rules, compiledRule{Rule: r, index: i, err: err})
-		}
-		p.errs = FieldErrors{{"spec.rules", "the CEL environment cannot be built: " + err.Error()}}
-		p.index = newToolIndex(p.rules)
-		return p, p.errs
-	}
 	add := func(i int) {
-		cr, errs := compileRule(env, i, rules[i])
+		cr, errs := compileRule(i, rules[i])
 		p.rules = append(p.rules, cr)
 		p.errs = append(p.errs, errs...)
 	}

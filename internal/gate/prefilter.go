@@ -27,26 +27,108 @@ const (
 
 type quick func(a *activation) tri
 
-// buildQuick returns the prefilter of e, or nil when e has no part the prefilter understands.
-func buildQuick(e ast.Expr) quick {
+// Prefilter is the serializable form of a rule's prefilter, carried in the snapshot so a
+// one-shot caller (gate-hook) can rule a rule out without decoding or planning its CEL.
+// It is derived from the type-checked expression when the snapshot is built, and covered by
+// the digest. Ops: and, or, not (args); eq, ne, contains, startsWith, endsWith (ref, value);
+// containsAll (ref, values: literals a regex requires); opaque (a part it does not understand).
+type Prefilter struct {
+	Op     string      `json:"op"`
+	Args   []Prefilter `json:"args,omitempty"`
+	Var    string      `json:"var,omitempty"`
+	Field  string      `json:"field,omitempty"`
+	Value  string      `json:"value,omitempty"`
+	Values []string    `json:"values,omitempty"`
+}
+
+var opaque = Prefilter{Op: "opaque"}
+
+// prefilterOf derives the prefilter of a checked expression, or nil when it has no part the
+// prefilter understands.
+func prefilterOf(e ast.Expr) *Prefilter {
 	if e.Kind() != ast.CallKind {
 		return nil
 	}
 	call := e.AsCall()
 	args := call.Args()
-	switch call.FunctionName() {
+	switch fn := call.FunctionName(); fn {
 	case "_&&_", "_||_":
-		qs := make([]quick, 0, len(args))
+		var kids []Prefilter
+		known := 0
 		for _, a := range args {
-			if q := buildQuick(a); q != nil {
-				qs = append(qs, q)
+			if p := prefilterOf(a); p != nil {
+				kids = append(kids, *p)
+				known++
+			} else {
+				kids = append(kids, opaque)
 			}
 		}
-		if call.FunctionName() == "_&&_" {
-			if len(qs) == 0 {
+		if known == 0 || (fn == "_||_" && known != len(args)) {
+			return nil // an opaque disjunct can always be true
+		}
+		op := "and"
+		if fn == "_||_" {
+			op = "or"
+		}
+		return &Prefilter{Op: op, Args: kids}
+	case "!_":
+		if p := prefilterOf(args[0]); p != nil {
+			return &Prefilter{Op: "not", Args: []Prefilter{*p}}
+		}
+	case "_==_", "_!=_":
+		ref, lit := stringRef(args[0]), stringLiteral(args[1])
+		if ref == nil {
+			ref, lit = stringRef(args[1]), stringLiteral(args[0])
+		}
+		if ref == nil || lit == nil {
+			return nil
+		}
+		op := "eq"
+		if fn == "_!=_" {
+			op = "ne"
+		}
+		p := *ref
+		p.Op, p.Value = op, *lit
+		return &p
+	case "contains", "startsWith", "endsWith", "matches":
+		if !call.IsMemberFunction() || len(args) != 1 {
+			return nil
+		}
+		ref, lit := stringRef(call.Target()), stringLiteral(args[0])
+		if ref == nil || lit == nil {
+			return nil
+		}
+		p := *ref
+		if fn == "matches" {
+			if p.Values = requiredLiterals(*lit); len(p.Values) == 0 {
 				return nil
 			}
-			known := len(qs) == len(args)
+			p.Op = "containsAll"
+			return &p
+		}
+		p.Op, p.Value = fn, *lit
+		return &p
+	}
+	return nil
+}
+
+// compile turns a prefilter into its evaluator. A prefilter it does not understand (from a
+// newer controller, say) compiles to nil, and CEL decides.
+func (p *Prefilter) compile() quick {
+	switch p.Op {
+	case "opaque":
+		return func(*activation) tri { return unknown }
+	case "and", "or":
+		if len(p.Args) == 0 {
+			return nil
+		}
+		qs := make([]quick, len(p.Args))
+		for i := range p.Args {
+			if qs[i] = p.Args[i].compile(); qs[i] == nil {
+				return nil
+			}
+		}
+		if p.Op == "and" {
 			return func(a *activation) tri {
 				all := true
 				for _, q := range qs {
@@ -57,14 +139,11 @@ func buildQuick(e ast.Expr) quick {
 						all = false
 					}
 				}
-				if all && known {
+				if all {
 					return isTrue
 				}
 				return unknown
 			}
-		}
-		if len(qs) != len(args) {
-			return nil // an opaque disjunct can always be true
 		}
 		return func(a *activation) tri {
 			all := true
@@ -81,8 +160,11 @@ func buildQuick(e ast.Expr) quick {
 			}
 			return unknown
 		}
-	case "!_":
-		q := buildQuick(args[0])
+	case "not":
+		if len(p.Args) != 1 {
+			return nil
+		}
+		q := p.Args[0].compile()
 		if q == nil {
 			return nil
 		}
@@ -95,63 +177,48 @@ func buildQuick(e ast.Expr) quick {
 			}
 			return unknown
 		}
-	case "_==_", "_!=_":
-		ref, lit := stringRef(args[0]), stringLiteral(args[1])
-		if ref == nil {
-			ref, lit = stringRef(args[1]), stringLiteral(args[0])
-		}
-		if ref == nil || lit == nil {
-			return nil
-		}
-		want, eq := *lit, call.FunctionName() == "_==_"
-		return func(a *activation) tri {
-			s, ok := ref(a)
-			if !ok {
-				return unknown
-			}
-			return boolTri((s == want) == eq)
-		}
-	case "contains", "startsWith", "endsWith", "matches":
-		if !call.IsMemberFunction() || len(args) != 1 {
-			return nil
-		}
-		ref, lit := stringRef(call.Target()), stringLiteral(args[0])
-		if ref == nil || lit == nil {
-			return nil
-		}
-		arg := *lit
-		var pred func(string) tri
-		switch call.FunctionName() {
-		case "contains":
-			pred = func(s string) tri { return boolTri(strings.Contains(s, arg)) }
-		case "startsWith":
-			pred = func(s string) tri { return boolTri(strings.HasPrefix(s, arg)) }
-		case "endsWith":
-			pred = func(s string) tri { return boolTri(strings.HasSuffix(s, arg)) }
-		case "matches":
-			lits := requiredLiterals(arg)
-			if len(lits) == 0 {
-				return nil
-			}
-			// A missing literal means no match; all present means only that a match is possible.
-			pred = func(s string) tri {
-				for _, l := range lits {
-					if !strings.Contains(s, l) {
-						return isFalse
-					}
-				}
-				return unknown
-			}
-		}
-		return func(a *activation) tri {
-			s, ok := ref(a)
-			if !ok {
-				return unknown
-			}
-			return pred(s)
-		}
 	}
-	return nil
+	ref := p.accessor()
+	if ref == nil {
+		return nil
+	}
+	var pred func(string) tri
+	arg := p.Value
+	switch p.Op {
+	case "eq":
+		pred = func(s string) tri { return boolTri(s == arg) }
+	case "ne":
+		pred = func(s string) tri { return boolTri(s != arg) }
+	case "contains":
+		pred = func(s string) tri { return boolTri(strings.Contains(s, arg)) }
+	case "startsWith":
+		pred = func(s string) tri { return boolTri(strings.HasPrefix(s, arg)) }
+	case "endsWith":
+		pred = func(s string) tri { return boolTri(strings.HasSuffix(s, arg)) }
+	case "containsAll":
+		if len(p.Values) == 0 {
+			return nil
+		}
+		lits := p.Values
+		// A missing literal means no match; all present means only that a match is possible.
+		pred = func(s string) tri {
+			for _, l := range lits {
+				if !strings.Contains(s, l) {
+					return isFalse
+				}
+			}
+			return unknown
+		}
+	default:
+		return nil
+	}
+	return func(a *activation) tri {
+		s, ok := ref(a)
+		if !ok {
+			return unknown
+		}
+		return pred(s)
+	}
 }
 
 func boolTri(b bool) tri {
@@ -161,28 +228,43 @@ func boolTri(b bool) tri {
 	return isFalse
 }
 
-// stringRef returns an accessor for a string variable (tool, server, surface, session) or a
-// top-level input field (input.f or input["f"]); the accessor reports false when the value is
-// absent or not a string.
-func stringRef(e ast.Expr) func(*activation) (string, bool) {
+// accessor reads the string the prefilter tests; it reports false when the value is absent
+// or not a string, which leaves the answer to CEL.
+func (p *Prefilter) accessor() func(*activation) (string, bool) {
+	switch p.Var {
+	case "tool":
+		return func(a *activation) (string, bool) { return a.tool, true }
+	case "server":
+		return func(a *activation) (string, bool) { return a.server, true }
+	case "surface":
+		return func(a *activation) (string, bool) { return a.surface, true }
+	case "session":
+		return func(a *activation) (string, bool) { return a.session, true }
+	case "input":
+		name := p.Field
+		return func(a *activation) (string, bool) {
+			s, ok := a.input[name].(string)
+			return s, ok
+		}
+	}
+	return nil
+}
+
+// stringRef recognises a string variable (tool, server, surface, session) or a top-level
+// input field (input.f or input["f"]).
+func stringRef(e ast.Expr) *Prefilter {
 	switch e.Kind() {
 	case ast.IdentKind:
-		switch e.AsIdent() {
-		case "tool":
-			return func(a *activation) (string, bool) { return a.tool, true }
-		case "server":
-			return func(a *activation) (string, bool) { return a.server, true }
-		case "surface":
-			return func(a *activation) (string, bool) { return a.surface, true }
-		case "session":
-			return func(a *activation) (string, bool) { return a.session, true }
+		switch v := e.AsIdent(); v {
+		case "tool", "server", "surface", "session":
+			return &Prefilter{Var: v}
 		}
 	case ast.SelectKind:
 		sel := e.AsSelect()
 		if sel.IsTestOnly() || sel.Operand().Kind() != ast.IdentKind || sel.Operand().AsIdent() != "input" {
 			return nil
 		}
-		return inputField(sel.FieldName())
+		return &Prefilter{Var: "input", Field: sel.FieldName()}
 	case ast.CallKind:
 		call := e.AsCall()
 		if call.FunctionName() != "_[_]" || len(call.Args()) != 2 {
@@ -192,16 +274,9 @@ func stringRef(e ast.Expr) func(*activation) (string, bool) {
 		if target.Kind() != ast.IdentKind || target.AsIdent() != "input" || key == nil {
 			return nil
 		}
-		return inputField(*key)
+		return &Prefilter{Var: "input", Field: *key}
 	}
 	return nil
-}
-
-func inputField(name string) func(*activation) (string, bool) {
-	return func(a *activation) (string, bool) {
-		s, ok := a.input[name].(string)
-		return s, ok
-	}
 }
 
 func stringLiteral(e ast.Expr) *string {

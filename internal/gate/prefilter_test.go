@@ -50,13 +50,9 @@ func TestPrefilterAgreesWithCEL(t *testing.T) {
 		{"count": 1.0, "command": "y"},
 		{},
 	}
-	env, err := environment()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ruledOut := 0
 	for i, e := range exprs {
-		cr, errs := compileRule(env, i, Rule{Name: fmt.Sprintf("r%d", i), When: e, Action: Block, Reason: "r"})
+		cr, errs := compileRule(i, Rule{Name: fmt.Sprintf("r%d", i), When: e, Action: Block, Reason: "r"})
 		if len(errs) > 0 {
 			t.Fatalf("%s: %v", e, errs)
 		}
@@ -97,7 +93,7 @@ func TestPrefilterAgreesWithCEL(t *testing.T) {
 		{`input.command.matches("rm\\s+-rf\\s+/")`, "ls -la"},
 		{`input.command.contains("push") && input.command.contains("--force")`, "git push"},
 	} {
-		cr, _ := compileRule(env, 0, Rule{Name: "r", When: c.expr, Action: Block, Reason: "r"})
+		cr, _ := compileRule(0, Rule{Name: "r", When: c.expr, Action: Block, Reason: "r"})
 		if cr.filter == nil || cr.filter(&activation{input: map[string]any{"command": c.command}}) != isFalse {
 			t.Errorf("%s does not rule out %q", c.expr, c.command)
 		}

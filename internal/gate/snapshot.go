@@ -35,6 +35,8 @@ type Rule struct {
 	// google.api.expr.v1alpha1.CheckedExpr), so the hook evaluates without parsing. The digest
 	// covers it with When; a snapshot without it is compiled from When.
 	Program string `json:"program,omitempty"`
+	// Prefilter is derived from Program when the snapshot is built (see Prefilter).
+	Prefilter *Prefilter `json:"prefilter,omitempty"`
 }
 
 // PolicyMeta is the policy metadata a snapshot records.
