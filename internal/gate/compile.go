@@ -69,6 +69,8 @@ type compiledRule struct {
 	filter   quick
 	program  *lazyProgram // nil when the rule has no when
 	err      error
+	// reason and message are what a decision of this rule carries, built once.
+	reason, message string
 }
 
 // lazyProgram decodes (or compiles) a rule's expression and plans it into a CEL program on
@@ -152,7 +154,11 @@ func encodeProgram(checked *cel.Ast) (string, error) {
 
 // compileRule compiles one rule. Problems are returned as field errors under spec.rules[i].
 func compileRule(i int, r Rule) (compiledRule, FieldErrors) {
-	cr := compiledRule{Rule: r, index: i}
+	cr := compiledRule{Rule: r, index: i, reason: r.Reason}
+	if cr.reason == "" {
+		cr.reason = "rule " + r.Name
+	}
+	cr.message = RefusalPrefix + cr.reason
 	var errs FieldErrors
 	base := fmt.Sprintf("spec.rules[%d]", i)
 	if !validVerdict(r.Action) {

@@ -105,25 +105,31 @@ func (p *Policy) Decide(c *Call) Decision {
 	if server == "" {
 		server = MCPServer(name)
 	}
-	act := activation{tool: name, server: server, surface: c.Surface, session: c.Session, input: c.Input}
+	act := activations.Get().(*activation)
+	*act = activation{tool: name, server: server, surface: c.Surface, session: c.Session, input: c.Input}
+	defer func() {
+		*act = activation{}
+		activations.Put(act)
+	}()
 
 	best := -1
 	for _, i := range p.index.candidates(name) {
 		r := &p.rules[i]
-		matched, err := r.eval(&act)
+		matched, err := r.eval(act)
 		if err != nil {
 			if s.FailurePolicy == Ignore {
 				continue
 			}
 			// Evaluation stops at the first Block: no later rule can be more restrictive, and
 			// among Blocks the first in order supplies the reason.
-			return p.ruleDecision(r, Block, CodeRuleError, fmt.Sprintf("rule %s could not be evaluated: %v", r.Name, err))
+			reason := fmt.Sprintf("rule %s could not be evaluated: %v", r.Name, err)
+			return p.ruleDecision(r, Block, CodeRuleError, reason, RefusalPrefix+reason)
 		}
 		if !matched {
 			continue
 		}
 		if r.Action == Block {
-			return p.ruleDecision(r, Block, r.Code, r.Reason)
+			return p.ruleDecision(r, Block, r.Code, r.reason, r.message)
 		}
 		if best < 0 || r.Action.rank() > p.rules[best].Action.rank() {
 			best = i
@@ -131,7 +137,7 @@ func (p *Policy) Decide(c *Call) Decision {
 	}
 	if best >= 0 {
 		r := &p.rules[best]
-		return p.ruleDecision(r, r.Action, r.Code, r.Reason)
+		return p.ruleDecision(r, r.Action, r.Code, r.reason, r.message)
 	}
 	switch s.DefaultAction {
 	case Allow:
@@ -143,13 +149,10 @@ func (p *Policy) Decide(c *Call) Decision {
 	}
 }
 
-func (p *Policy) ruleDecision(r *compiledRule, v Verdict, code, reason string) Decision {
-	if reason == "" {
-		reason = "rule " + r.Name
-	}
+func (p *Policy) ruleDecision(r *compiledRule, v Verdict, code, reason, message string) Decision {
 	d := Decision{Verdict: v, Rule: r.Name, Reason: reason, Code: code, IncidentID: NewIncidentID(), SnapshotDigest: p.snap.Digest}
 	if v == Block {
-		d.Message = RefusalPrefix + reason
+		d.Message = message
 	}
 	return d
 }
@@ -181,6 +184,10 @@ func (r *compiledRule) eval(a *activation) (bool, error) {
 	}
 	return bool(b), nil
 }
+
+// activations recycles the per-decision activation, which CEL's interface would otherwise
+// move to the heap on every decision.
+var activations = sync.Pool{New: func() any { return new(activation) }}
 
 // activation resolves the CEL variables of one call. The input map is wrapped for CEL once,
 // on first use, and shared by every rule of the decision.
