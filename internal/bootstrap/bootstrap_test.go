@@ -1,0 +1,282 @@
+package bootstrap
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -update creates it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs from the golden file (go test -update rewrites it); got:\n%s", path, got)
+	}
+}
+
+// samplePolicy reads config/samples' HarnessAgentPolicy, with the schema defaults a real API
+// server would fill in.
+func samplePolicy(t *testing.T) *gatev1.HarnessAgentPolicy {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "gate_v1alpha1_harnessagentpolicy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &gatev1.HarnessAgentPolicy{}
+	if err := yaml.UnmarshalStrict(data, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func snapshotOf(t *testing.T, p *gatev1.HarnessAgentPolicy) []byte {
+	t.Helper()
+	var rules []gate.Rule
+	for _, r := range p.Spec.Rules {
+		rules = append(rules, gate.Rule{Name: r.Name, Tools: r.Tools, When: r.When, Action: gate.Verdict(r.Action), Reason: r.Reason, Code: r.Code})
+	}
+	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: p.Namespace + "/" + p.Name, Generation: 1, WorkspaceID: p.Spec.WorkspaceID, DefaultAction: gate.Verdict(p.Spec.DefaultAction), FailurePolicy: gate.FailurePolicy(p.Spec.FailurePolicy)}, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestRenderGolden(t *testing.T) {
+	p := samplePolicy(t)
+	b, err := Render(&p.Spec, snapshotOf(t, p), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range b.Data {
+		checkGolden(t, filepath.Join("sample", k), []byte(v))
+	}
+	if len(b.Data) != 6 {
+		t.Fatalf("want the 6 bundle keys, got %d", len(b.Data))
+	}
+	if b.Data[KeyBootstrapHash] != b.Hash || !strings.HasPrefix(b.Hash, "sha256:") {
+		t.Fatalf("bootstrap-hash %q vs %q", b.Data[KeyBootstrapHash], b.Hash)
+	}
+
+	// Deny-all egress, bash not filtered, no tool approvals, no workspace.
+	p.Spec.Egress = gatev1.EgressSpec{}
+	p.Spec.FilterBash = ptr.To(false)
+	p.Spec.Tools = gatev1.ToolApproval{}
+	p.Spec.WorkspaceID = ""
+	p.Spec.PermissionMode = gatev1.PermissionModeAllowReads
+	b, err = Render(&p.Spec, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "deny-all/"+KeyHarnessSettings, []byte(b.Data[KeyHarnessSettings]))
+	checkGolden(t, "deny-all/"+KeyHookScript, []byte(b.Data[KeyHookScript]))
+	if v, ok := b.Data[KeySnapshot]; !ok || v != "" {
+		t.Fatalf("an empty snapshot must be an empty file, got present=%v %q", ok, v)
+	}
+}
+
+func TestHarnessSettings(t *testing.T) {
+	p := samplePolicy(t)
+	b, err := Render(&p.Spec, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hs struct {
+		PermissionMode string            `json:"permissionMode"`
+		InactiveTools  []string          `json:"inactiveTools"`
+		ToolApproval   map[string]string `json:"toolApproval"`
+		NetworkPolicy  map[string]any    `json:"networkPolicy"`
+	}
+	if err := json.Unmarshal([]byte(b.Data[KeyHarnessSettings]), &hs); err != nil {
+		t.Fatal(err)
+	}
+	if hs.PermissionMode != "allow-edits" || len(hs.InactiveTools) != 1 || hs.InactiveTools[0] != "bash" {
+		t.Errorf("permissionMode/inactiveTools: %+v", hs)
+	}
+	if hs.ToolApproval["deployService"] != "user-approval" || hs.ToolApproval["dropDatabase"] != "denied" {
+		t.Errorf("toolApproval: %v", hs.ToolApproval)
+	}
+	if hs.NetworkPolicy["mode"] != "custom" {
+		t.Fatalf("networkPolicy: %v", hs.NetworkPolicy)
+	}
+	denied, _ := json.Marshal(hs.NetworkPolicy["deniedCIDRs"])
+	for _, m := range MetadataCIDRs {
+		if !strings.Contains(string(denied), m) {
+			t.Errorf("deniedCIDRs %s lacks %s", denied, m)
+		}
+	}
+}
+
+func TestBootstrapHash(t *testing.T) {
+	p := samplePolicy(t)
+	snap := snapshotOf(t, p)
+	base, err := Render(&p.Spec, snap, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 { // map iteration order differs between runs; the hash must not
+		again, _ := Render(&p.Spec, snap, Options{})
+		if again.Hash != base.Hash {
+			t.Fatal("the same input gave two hashes")
+		}
+	}
+	changes := map[string]func(*gatev1.HarnessAgentPolicySpec, *Options) []byte{
+		"snapshot":        func(_ *gatev1.HarnessAgentPolicySpec, _ *Options) []byte { return append(append([]byte{}, snap...), ' ') },
+		"mount directory": func(_ *gatev1.HarnessAgentPolicySpec, o *Options) []byte { o.MountDir = "/etc/intutic"; return snap },
+		"workspace":       func(s *gatev1.HarnessAgentPolicySpec, _ *Options) []byte { s.WorkspaceID = "ws_other"; return snap },
+		"permission mode": func(s *gatev1.HarnessAgentPolicySpec, _ *Options) []byte { s.PermissionMode = "allow-reads"; return snap },
+		"egress host":     func(s *gatev1.HarnessAgentPolicySpec, _ *Options) []byte { s.Egress.AllowedHosts = s.Egress.AllowedHosts[:1]; return snap },
+		"hook timeout":    func(_ *gatev1.HarnessAgentPolicySpec, o *Options) []byte { o.HookTimeout = 20; return snap },
+	}
+	for name, change := range changes {
+		p := samplePolicy(t)
+		opts := Options{}
+		s := change(&p.Spec, &opts)
+		b, err := Render(&p.Spec, s, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Hash == base.Hash {
+			t.Errorf("changing the %s left the hash unchanged", name)
+		}
+	}
+	if _, err := Render(&p.Spec, snap, Options{HookTimeout: 5, HookLimit: 5}); err == nil {
+		t.Error("a hook limit not below the registered timeout was accepted")
+	}
+}
+
+// TestHookScript runs the rendered wrapper with sh against stand-in binaries for each way
+// gate-hook can end, and checks that only 0 and 2 pass while everything else blocks.
+func TestHookScript(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, KeyHookScript)
+	b, err := Render(&gatev1.HarnessAgentPolicySpec{WorkspaceID: "ws_1"}, nil, Options{MountDir: dir, HookTimeout: 3, HookLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, []byte(b.Data[KeyHookScript]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stub := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := []struct {
+		name, bin string
+		exit      int
+		stdout    string
+	}{
+		{"allow passes", stub("allow", `cat >/dev/null; exit 0`), 0, ""},
+		{"deny passes", stub("deny", `cat >/dev/null; echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}'; exit 2`), 2, `"permissionDecisionReason":"no"`},
+		{"stdin and flags reach the hook", stub("echo", `read line; case "$line" in *PreToolUse*) ;; *) exit 1;; esac; [ "$1 $2 $3 $4" = "--snapshot `+filepath.Join(dir, KeySnapshot)+` --workspace ws_1" ] || exit 1; exit 0`), 0, ""},
+		{"missing binary blocks", filepath.Join(dir, "absent"), 2, "the gate-hook binary is missing"},
+		{"exit 1 blocks", stub("one", `exit 1`), 2, "gate-hook failed (exit status 1)"},
+		{"crash blocks", stub("crash", `kill -SEGV $$`), 2, "gate-hook failed (exit status"},
+		{"time limit blocks", stub("slow", `sleep 5`), 2, "gate-hook failed (exit status 137)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command("sh", script)
+			cmd.Env = append(os.Environ(), "INTUTIC_GATE_HOOK_BIN="+tc.bin)
+			cmd.Stdin = strings.NewReader(`{"hook_event_name":"PreToolUse","tool_name":"Bash"}` + "\n")
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			exit := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				exit = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if exit != tc.exit || !strings.Contains(stdout.String(), tc.stdout) {
+				t.Fatalf("exit %d stdout %q stderr %q; want exit %d with %q", exit, stdout.String(), stderr.String(), tc.exit, tc.stdout)
+			}
+			if tc.exit == 2 && tc.stdout != "" && !strings.Contains(stdout.String(), `"permissionDecision":"deny"`) {
+				t.Fatalf("a block must answer a deny decision, got %q", stdout.String())
+			}
+		})
+	}
+}
+
+func TestRenderEgress(t *testing.T) {
+	addrs := func(ss ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, s := range ss {
+			out = append(out, netip.MustParseAddr(s))
+		}
+		return out
+	}
+	selector := gatev1.HarnessAgentPolicySpec{}.PodSelector
+	selector.MatchLabels = map[string]string{"gate.intutic.io/policy": "coding-agents"}
+	cases := []struct {
+		name    string
+		egress  gatev1.EgressSpec
+		addrs   []netip.Addr
+		dropped []string
+	}{
+		{"deny-all", gatev1.EgressSpec{Ports: []int32{443}}, nil, nil},
+		{"hosts", gatev1.EgressSpec{AllowedHosts: []gatev1.Hostname{"github.com", "api.anthropic.com"}, Ports: []int32{443, 22}},
+			addrs("140.82.112.3", "160.79.104.10", "2607:6bc0::10", "140.82.112.3", "::ffff:140.82.112.4"), nil},
+		{"metadata and denied ranges carved out", gatev1.EgressSpec{
+			AllowedHosts: []gatev1.Hostname{"metadata.internal"},
+			AllowedCIDRs: []gatev1.CIDR{"169.254.0.0/15", "10.0.0.0/8", "169.254.169.0/24", "fd00::/8", "10.1.2.3/8"},
+			DeniedCIDRs:  []gatev1.CIDR{"10.96.0.0/12", "10.96.0.0/12"},
+			Ports:        []int32{443}},
+			addrs("169.254.169.254", "10.100.0.1", "10.2.3.4"), []string{"169.254.169.254", "10.100.0.1", "169.254.169.0/24"}},
+		{"hosts that resolved to nothing allow only DNS", gatev1.EgressSpec{AllowedHosts: []gatev1.Hostname{"nowhere.invalid"}, Ports: []int32{443}}, nil, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &gatev1.HarnessAgentPolicySpec{PodSelector: selector, Egress: tc.egress}
+			e := RenderEgress(spec, tc.addrs, DefaultDNSSelector)
+			got, err := yaml.Marshal(e.Spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkGolden(t, filepath.Join("egress", strings.ReplaceAll(tc.name, " ", "-")+".yaml"), got)
+			if strings.Join(e.Dropped, ",") != strings.Join(tc.dropped, ",") {
+				t.Errorf("dropped %v, want %v", e.Dropped, tc.dropped)
+			}
+			again, _ := yaml.Marshal(RenderEgress(spec, append([]netip.Addr{}, tc.addrs...), DefaultDNSSelector).Spec)
+			if !bytes.Equal(got, again) {
+				t.Error("rendering is not stable")
+			}
+		})
+	}
+}

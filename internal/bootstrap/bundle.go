@@ -1,0 +1,221 @@
+// Package bootstrap renders what a HarnessAgentPolicy puts into its sandbox pods: the bootstrap
+// bundle (rules snapshot, hook wrapper, Claude Code settings, recommended harness settings and
+// the bootstrap hash) and the egress NetworkPolicy. Everything here is pure: the same inputs
+// give the same bytes, so the controller writes only when something changed.
+package bootstrap
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+// ConfigMap keys of the bundle.
+const (
+	KeySnapshot        = gate.SnapshotFileName
+	KeyHookScript      = "gate-hook.sh"
+	KeyManagedSettings = "managed-settings.json"
+	KeySettings        = "settings.json"
+	KeyHarnessSettings = "harness-settings.json"
+	KeyBootstrapHash   = "bootstrap-hash"
+)
+
+// hashedKeys are the files the bootstrap hash covers, in the order it covers them.
+var hashedKeys = []string{KeySnapshot, KeyHookScript, KeyManagedSettings, KeySettings, KeyHarnessSettings}
+
+// Defaults of Options.
+const (
+	DefaultMountDir = "/opt/intutic/hooks"
+	DefaultHookBin  = "/opt/intutic/bin/gate-hook"
+	// DefaultHookTimeout is the timeout registered with Claude Code, in seconds.
+	DefaultHookTimeout = 15
+	// DefaultHookLimit is the wrapper's own limit on gate-hook, in seconds: shorter than the
+	// registered timeout, because Claude Code runs the tool when a hook times out.
+	DefaultHookLimit = 10
+)
+
+// Options are the installation facts the bundle is rendered for.
+type Options struct {
+	// MountDir is where sandbox pods mount the bundle.
+	MountDir string
+	// HookTimeout and HookLimit are in seconds; HookLimit must be below HookTimeout.
+	HookTimeout int
+	HookLimit   int
+}
+
+func (o Options) withDefaults() Options {
+	if o.MountDir == "" {
+		o.MountDir = DefaultMountDir
+	}
+	if o.HookTimeout == 0 {
+		o.HookTimeout = DefaultHookTimeout
+	}
+	if o.HookLimit == 0 {
+		o.HookLimit = DefaultHookLimit
+	}
+	return o
+}
+
+// Bundle is the rendered bootstrap ConfigMap data and its hash.
+type Bundle struct {
+	Data map[string]string
+	Hash string
+}
+
+// Render renders the bundle of a policy spec and its encoded snapshot. An empty snapshot is
+// rendered as an empty file, never left out, so a sandbox sees a missing snapshot as one.
+func Render(spec *gatev1.HarnessAgentPolicySpec, snapshot []byte, opts Options) (Bundle, error) {
+	opts = opts.withDefaults()
+	if opts.HookLimit >= opts.HookTimeout {
+		return Bundle{}, fmt.Errorf("the hook limit (%ds) must be shorter than the registered timeout (%ds)", opts.HookLimit, opts.HookTimeout)
+	}
+	if !path.IsAbs(opts.MountDir) {
+		return Bundle{}, fmt.Errorf("the mount directory %q is not absolute", opts.MountDir)
+	}
+	managed, err := claudeSettings(opts, true)
+	if err != nil {
+		return Bundle{}, err
+	}
+	project, err := claudeSettings(opts, false)
+	if err != nil {
+		return Bundle{}, err
+	}
+	harness, err := harnessSettings(spec)
+	if err != nil {
+		return Bundle{}, err
+	}
+	data := map[string]string{
+		KeySnapshot:        string(snapshot),
+		KeyHookScript:      hookScript(opts, spec.WorkspaceID),
+		KeyManagedSettings: managed,
+		KeySettings:        project,
+		KeyHarnessSettings: harness,
+	}
+	hash := Hash(data, opts.MountDir, spec.WorkspaceID)
+	data[KeyBootstrapHash] = hash
+	return Bundle{Data: data, Hash: hash}, nil
+}
+
+// Hash is the bootstrap hash: sha256 over every bundle file, the mount directory and the
+// workspace ID, in a fixed order, each length-prefixed so no two recipes collide.
+func Hash(data map[string]string, mountDir, workspaceID string) string {
+	h := sha256.New()
+	write := func(name, value string) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(name)))
+		h.Write(n[:])
+		h.Write([]byte(name))
+		binary.BigEndian.PutUint64(n[:], uint64(len(value)))
+		h.Write(n[:])
+		h.Write([]byte(value))
+	}
+	write("gate.intutic.io/bootstrap", "v1")
+	for _, k := range hashedKeys {
+		write(k, data[k])
+	}
+	write("mountDir", mountDir)
+	write("workspaceID", workspaceID)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// marshal encodes settings as indented JSON without HTML escaping, newline-terminated.
+func marshal(v any) (string, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return buf.String(), nil
+}
+
+// Claude Code settings (specs/harness-workflow-wire.md section 4.4).
+type claudeHook struct {
+	Type    string `json:"type"`
+	Command string `json:"command"`
+	Timeout int    `json:"timeout"`
+}
+
+type claudeMatcher struct {
+	Matcher string       `json:"matcher"`
+	Hooks   []claudeHook `json:"hooks"`
+}
+
+type claudeSettingsFile struct {
+	AllowManagedHooksOnly bool                       `json:"allowManagedHooksOnly,omitempty"`
+	Hooks                 map[string][]claudeMatcher `json:"hooks"`
+}
+
+// claudeSettings registers the wrapper as the PreToolUse hook of every tool. The managed form
+// also turns off user, project and local hooks.
+func claudeSettings(opts Options, managed bool) (string, error) {
+	return marshal(claudeSettingsFile{
+		AllowManagedHooksOnly: managed,
+		Hooks: map[string][]claudeMatcher{
+			"PreToolUse": {{
+				Matcher: "*",
+				Hooks:   []claudeHook{{Type: "command", Command: "sh " + path.Join(opts.MountDir, KeyHookScript), Timeout: opts.HookTimeout}},
+			}},
+		},
+	})
+}
+
+// harnessSettingsFile is the recommended @ai-sdk/harness settings, a value to spread into
+// HarnessAgentSettings (specs/harness-workflow-wire.md sections 1.1-1.5).
+type harnessSettingsFile struct {
+	PermissionMode gatev1.PermissionMode `json:"permissionMode"`
+	InactiveTools  []string              `json:"inactiveTools,omitempty"`
+	ToolApproval   map[string]string     `json:"toolApproval,omitempty"`
+	NetworkPolicy  harnessNetworkPolicy  `json:"networkPolicy"`
+}
+
+// harnessNetworkPolicy is HarnessV1NetworkPolicy: {mode:"deny-all"} or a custom policy.
+type harnessNetworkPolicy struct {
+	Mode         string   `json:"mode"`
+	AllowedHosts []string `json:"allowedHosts,omitempty"`
+	AllowedCIDRs []string `json:"allowedCIDRs,omitempty"`
+	DeniedCIDRs  []string `json:"deniedCIDRs,omitempty"`
+}
+
+func harnessSettings(spec *gatev1.HarnessAgentPolicySpec) (string, error) {
+	s := harnessSettingsFile{PermissionMode: spec.PermissionMode}
+	if s.PermissionMode == "" {
+		s.PermissionMode = gatev1.PermissionModeAllowEdits
+	}
+	if spec.FilterBash == nil || *spec.FilterBash {
+		s.InactiveTools = []string{"bash"}
+	}
+	if len(spec.Tools.Approve)+len(spec.Tools.Deny) > 0 {
+		s.ToolApproval = map[string]string{}
+		for _, t := range spec.Tools.Approve {
+			s.ToolApproval[string(t)] = "user-approval"
+		}
+		for _, t := range spec.Tools.Deny {
+			s.ToolApproval[string(t)] = "denied" // deny wins should the schema ever let both through
+		}
+	}
+	if IsDenyAll(&spec.Egress) {
+		s.NetworkPolicy = harnessNetworkPolicy{Mode: "deny-all"}
+	} else {
+		np := harnessNetworkPolicy{Mode: "custom", DeniedCIDRs: DeniedCIDRs(&spec.Egress)}
+		for _, h := range spec.Egress.AllowedHosts {
+			np.AllowedHosts = append(np.AllowedHosts, string(h))
+		}
+		for _, c := range spec.Egress.AllowedCIDRs {
+			np.AllowedCIDRs = append(np.AllowedCIDRs, string(c))
+		}
+		slices.Sort(np.AllowedHosts)
+		slices.Sort(np.AllowedCIDRs)
+		s.NetworkPolicy = np
+	}
+	return marshal(s)
+}

@@ -1,0 +1,29 @@
+#!/bin/sh
+# gate-operator PreToolUse hook (rendered by the operator; do not edit).
+# Runs gate-hook under a 10s limit, below the 15s timeout registered with Claude Code.
+# Only exit 0 (allow or ask) and 2 (deny) pass; anything else blocks the call.
+bin="${INTUTIC_GATE_HOOK_BIN:-/opt/intutic/bin/gate-hook}"
+
+deny() {
+  printf '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"%s"}}\n' "$1"
+  printf '%s\n' "$1" >&2
+  exit 2
+}
+
+[ -x "$bin" ] || deny "[Intutic Governance] BLOCKED: the gate-hook binary is missing"
+
+# A background job's stdin is /dev/null in sh, so hand the hook JSON over on fd 3.
+exec 3<&0
+"$bin" --snapshot '/opt/intutic/hooks/policy-snapshot.rules' <&3 3<&- &
+pid=$!
+# The watchdog holds none of Claude Code's pipes, so it never delays the answer.
+( sleep 10; kill -9 "$pid" ) </dev/null >/dev/null 2>&1 3<&- &
+watchdog=$!
+wait "$pid"
+status=$?
+kill "$watchdog" 2>/dev/null
+
+case "$status" in
+  0|2) exit "$status" ;;
+esac
+deny "[Intutic Governance] BLOCKED: gate-hook failed (exit status $status)"
