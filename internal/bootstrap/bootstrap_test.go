@@ -151,12 +151,20 @@ func TestBootstrapHash(t *testing.T) {
 		}
 	}
 	changes := map[string]func(*gatev1.HarnessAgentPolicySpec, *Options) []byte{
-		"snapshot":        func(_ *gatev1.HarnessAgentPolicySpec, _ *Options) []byte { return append(append([]byte{}, snap...), ' ') },
+		"snapshot": func(_ *gatev1.HarnessAgentPolicySpec, _ *Options) []byte {
+			return append(append([]byte{}, snap...), ' ')
+		},
 		"mount directory": func(_ *gatev1.HarnessAgentPolicySpec, o *Options) []byte { o.MountDir = "/etc/intutic"; return snap },
 		"workspace":       func(s *gatev1.HarnessAgentPolicySpec, _ *Options) []byte { s.WorkspaceID = "ws_other"; return snap },
-		"permission mode": func(s *gatev1.HarnessAgentPolicySpec, _ *Options) []byte { s.PermissionMode = "allow-reads"; return snap },
-		"egress host":     func(s *gatev1.HarnessAgentPolicySpec, _ *Options) []byte { s.Egress.AllowedHosts = s.Egress.AllowedHosts[:1]; return snap },
-		"hook timeout":    func(_ *gatev1.HarnessAgentPolicySpec, o *Options) []byte { o.HookTimeout = 20; return snap },
+		"permission mode": func(s *gatev1.HarnessAgentPolicySpec, _ *Options) []byte {
+			s.PermissionMode = "allow-reads"
+			return snap
+		},
+		"egress host": func(s *gatev1.HarnessAgentPolicySpec, _ *Options) []byte {
+			s.Egress.AllowedHosts = s.Egress.AllowedHosts[:1]
+			return snap
+		},
+		"hook timeout": func(_ *gatev1.HarnessAgentPolicySpec, o *Options) []byte { o.HookTimeout = 20; return snap },
 	}
 	for name, change := range changes {
 		p := samplePolicy(t)
