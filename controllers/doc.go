@@ -2,11 +2,11 @@
 // it gathers inputs, calls the pure functions of internal/, applies children with server-side
 // apply and writes status once.
 //
-// The RBAC markers below are the permissions the manager needs on its own kinds; the
-// generated role is config/rbac/role.yaml.
+// RBAC markers sit beside the code that needs them; the generated role is
+// config/rbac/role.yaml. The ones below are the manager's own: events and, with
+// --leader-elect, its lease.
 //
-// +kubebuilder:rbac:groups=gate.intutic.io,resources=harnessagentpolicies;sessionconfirmers,verbs=get;list;watch
-// +kubebuilder:rbac:groups=gate.intutic.io,resources=harnessagentpolicies/status;sessionconfirmers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 package controllers

@@ -1,0 +1,112 @@
+// Command manager runs the gate-operator controllers.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/controllers"
+	"github.com/intutic/gate-operator/internal/bootstrap"
+)
+
+func main() {
+	var (
+		metricsAddr, probeAddr string
+		leaderElect            bool
+		dnsNamespace, dnsPods  string
+		resolveMin, resolveMax time.Duration
+		resolvConf, mountDir   string
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so only one of several replicas reconciles")
+	flag.StringVar(&dnsNamespace, "dns-namespace", bootstrap.DefaultDNSSelector.Namespace, "namespace of the cluster DNS pods that allow-listed sandboxes may query")
+	flag.StringVar(&dnsPods, "dns-pod-labels", "k8s-app=kube-dns", "labels of the cluster DNS pods, as key=value[,key=value]")
+	flag.DurationVar(&resolveMin, "resolve-min-interval", bootstrap.DefaultMinResolveInterval, "floor of the interval at which allowed hosts are re-resolved")
+	flag.DurationVar(&resolveMax, "resolve-max-interval", bootstrap.DefaultMaxResolveInterval, "cap of the interval at which allowed hosts are re-resolved")
+	flag.StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration whose nameservers resolve allowed hosts")
+	flag.StringVar(&mountDir, "bootstrap-mount-dir", bootstrap.DefaultMountDir, "where sandbox pods mount the bootstrap ConfigMap")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	if err := run(metricsAddr, probeAddr, leaderElect, dnsNamespace, dnsPods, resolveMin, resolveMax, resolvConf, mountDir); err != nil {
+		ctrl.Log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}
+
+func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods string, resolveMin, resolveMax time.Duration, resolvConf, mountDir string) error {
+	podLabels, err := labels.ConvertSelectorToLabelsMap(dnsPods)
+	if err != nil || len(podLabels) == 0 {
+		return fmt.Errorf("--dns-pod-labels %q is not key=value[,key=value]", dnsPods)
+	}
+	if strings.TrimSpace(dnsNamespace) == "" {
+		return fmt.Errorf("--dns-namespace is empty")
+	}
+	resolver, err := bootstrap.NewDNSResolver(resolvConf)
+	if err != nil {
+		return fmt.Errorf("--resolv-conf: %w", err)
+	}
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := gatev1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	managed := labels.SelectorFromSet(labels.Set{gatev1.LabelManagedBy: gatev1.ManagedByValue})
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress: probeAddr,
+		LeaderElection:         leaderElect,
+		LeaderElectionID:       "gate-operator.gate.intutic.io",
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			// Only the operator's own ConfigMaps are cached, never every ConfigMap in the cluster.
+			&corev1.ConfigMap{}: {Label: managed},
+		}},
+		Client: client.Options{Cache: &client.CacheOptions{
+			// Secrets are never read through a cache.
+			DisableFor: []client.Object{&corev1.Secret{}},
+		}},
+	})
+	if err != nil {
+		return err
+	}
+	if err := (&controllers.HarnessAgentPolicyReconciler{
+		Client:     mgr.GetClient(),
+		Recorder:   mgr.GetEventRecorder("gate-operator"),
+		Resolver:   resolver,
+		DNS:        bootstrap.DNSSelector{Namespace: dnsNamespace, Labels: podLabels},
+		Bootstrap:  bootstrap.Options{MountDir: mountDir},
+		MinResolve: resolveMin,
+		MaxResolve: resolveMax,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting manager", "metrics", metricsAddr, "probes", probeAddr, "leaderElect", leaderElect)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

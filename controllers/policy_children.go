@@ -1,0 +1,138 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+)
+
+// apply server-side applies the children that differ from what the cache holds, so a steady
+// state sends no write at all. Each apply carries the whole desired object, owner reference
+// and labels included, with ForceOwnership: a child deleted or edited by hand is restored.
+func (r *HarnessAgentPolicyReconciler) apply(ctx context.Context, p *gatev1.HarnessAgentPolicy, o *observedState, want *desiredState) error {
+	if want.bundle != nil && !configMapMatches(o.configMap, p, want) {
+		cm := corev1ac.ConfigMap(configMapName(p), p.Namespace).
+			WithLabels(childLabels(p)).
+			WithAnnotations(map[string]string{gatev1.AnnotationBootstrapHash: want.bundle.Hash}).
+			WithOwnerReferences(ownerReference(p)).
+			WithData(want.bundle.Data)
+		if err := r.Client.Apply(ctx, cm, client.FieldOwner(gatev1.FieldManager), client.ForceOwnership); err != nil {
+			return err
+		}
+	}
+	if !networkPolicyMatches(o.networkPolicy, p, want) {
+		np := networkingv1ac.NetworkPolicy(networkPolicyName(p), p.Namespace).
+			WithLabels(childLabels(p)).
+			WithOwnerReferences(ownerReference(p)).
+			WithSpec(want.egress.Spec)
+		ac, err := withEmptyEgress(np)
+		if err != nil {
+			return err
+		}
+		if err := r.Client.Apply(ctx, ac, client.FieldOwner(gatev1.FieldManager), client.ForceOwnership); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withEmptyEgress keeps an empty egress list in the applied object. The typed apply
+// configuration drops an empty list, and then the manager would not own spec.egress: rules
+// added by hand would survive every apply and reopen a deny-all policy.
+func withEmptyEgress(np *networkingv1ac.NetworkPolicyApplyConfiguration) (runtime.ApplyConfiguration, error) {
+	if len(np.Spec.Egress) > 0 {
+		return np, nil
+	}
+	raw, err := json.Marshal(np)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(raw, &u.Object); err != nil {
+		return nil, err
+	}
+	if err := unstructured.SetNestedSlice(u.Object, []any{}, "spec", "egress"); err != nil {
+		return nil, err
+	}
+	return client.ApplyConfigurationFromUnstructured(u), nil
+}
+
+func childLabels(p *gatev1.HarnessAgentPolicy) map[string]string {
+	return map[string]string{gatev1.LabelManagedBy: gatev1.ManagedByValue, gatev1.LabelPolicy: p.Name}
+}
+
+func ownerReference(p *gatev1.HarnessAgentPolicy) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().
+		WithAPIVersion(gatev1.GroupVersion.String()).
+		WithKind("HarnessAgentPolicy").
+		WithName(p.Name).
+		WithUID(p.UID).
+		WithController(true).
+		WithBlockOwnerDeletion(true)
+}
+
+// ownedBy reports whether obj carries the policy's labels and controller owner reference.
+func ownedBy(obj metav1.Object, p *gatev1.HarnessAgentPolicy) bool {
+	for k, v := range childLabels(p) {
+		if obj.GetLabels()[k] != v {
+			return false
+		}
+	}
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == p.UID && ref.Kind == "HarnessAgentPolicy" && ref.Name == p.Name &&
+		ptr.Deref(ref.BlockOwnerDeletion, false)
+}
+
+// configMapMatches compares only what the apply sets: keys someone else added to the data are
+// theirs under server-side apply and would differ forever.
+func configMapMatches(cm *corev1.ConfigMap, p *gatev1.HarnessAgentPolicy, want *desiredState) bool {
+	if cm == nil || !ownedBy(cm, p) || cm.Annotations[gatev1.AnnotationBootstrapHash] != want.bundle.Hash {
+		return false
+	}
+	for k, v := range want.bundle.Data {
+		if got, ok := cm.Data[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+func networkPolicyMatches(np *networkingv1.NetworkPolicy, p *gatev1.HarnessAgentPolicy, want *desiredState) bool {
+	if np == nil || !ownedBy(np, p) {
+		return false
+	}
+	raw, err := json.Marshal(want.egress.Spec)
+	if err != nil {
+		return false
+	}
+	var spec networkingv1.NetworkPolicySpec
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return false
+	}
+	// Ingress is not compared: it is not ours to manage, and an ingress rule cannot widen egress.
+	got := &np.Spec
+	return equality.Semantic.DeepEqual(got.PodSelector, spec.PodSelector) &&
+		equality.Semantic.DeepEqual(got.PolicyTypes, spec.PolicyTypes) &&
+		equality.Semantic.DeepEqual(normalizeEgress(got.Egress), normalizeEgress(spec.Egress))
+}
+
+// normalizeEgress treats nil and empty egress lists alike.
+func normalizeEgress(e []networkingv1.NetworkPolicyEgressRule) []networkingv1.NetworkPolicyEgressRule {
+	if len(e) == 0 {
+		return nil
+	}
+	return e
+}

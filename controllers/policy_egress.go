@@ -1,0 +1,152 @@
+package controllers
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
+)
+
+// resolveTimeout bounds one host's lookup inside a reconcile.
+const resolveTimeout = 5 * time.Second
+
+// policyHosts is the resolution state of one policy's allowed hosts, kept between reconciles.
+type policyHosts struct {
+	cache bootstrap.HostAddresses
+	hosts []string
+	last  bootstrap.Resolution
+}
+
+// resolve returns the addresses to allow for the policy's hosts, resolving them when they are
+// due (at the records' TTL, within the floor and cap) or when the host list changed. It runs
+// inside the reconcile; the requeue brings the next resolution.
+func (r *HarnessAgentPolicyReconciler) resolve(ctx context.Context, p *gatev1.HarnessAgentPolicy) *bootstrap.Resolution {
+	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+	hosts := make([]string, 0, len(p.Spec.Egress.AllowedHosts))
+	for _, h := range p.Spec.Egress.AllowedHosts {
+		hosts = append(hosts, string(h))
+	}
+	slices.Sort(hosts)
+	hosts = slices.Compact(hosts)
+	if len(hosts) == 0 {
+		r.forgetHosts(key)
+		return nil
+	}
+
+	r.mu.Lock()
+	if r.hosts == nil {
+		r.hosts = map[types.NamespacedName]*policyHosts{}
+	}
+	st := r.hosts[key]
+	if st == nil {
+		st = &policyHosts{}
+		r.hosts[key] = st
+	}
+	r.mu.Unlock()
+
+	now := r.Clock.Now()
+	if !st.cache.Due(now) && slices.Equal(st.hosts, hosts) {
+		res := st.last
+		return &res
+	}
+	results := make(map[string][]bootstrap.Record, len(hosts))
+	for _, h := range hosts {
+		hctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+		recs, err := r.Resolver.Resolve(hctx, h)
+		cancel()
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("host did not resolve", "host", h, "error", err.Error())
+		}
+		results[h] = recs
+	}
+	r.mu.Lock()
+	st.hosts = hosts
+	st.last = st.cache.Update(now, hosts, results, r.MinResolve, r.MaxResolve)
+	res := st.last
+	r.updateAddressGauge()
+	r.mu.Unlock()
+	return &res
+}
+
+func (r *HarnessAgentPolicyReconciler) forgetHosts(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.hosts[key]; ok {
+		delete(r.hosts, key)
+		r.updateAddressGauge()
+	}
+}
+
+// updateAddressGauge sets the gauge to the addresses allowed across all policies; r.mu is held.
+func (r *HarnessAgentPolicyReconciler) updateAddressGauge() {
+	total := 0
+	for _, st := range r.hosts {
+		total += len(st.last.Addresses)
+	}
+	resolvedAddresses.Set(float64(total))
+}
+
+// shadowingPolicies names the other NetworkPolicies that reopen what ours denies: NetworkPolicy
+// allows add up, so any policy with egress rules that selects a governed pod (or every pod in
+// the namespace) widens the pod's egress.
+func shadowingPolicies(governed *metav1.LabelSelector, others []networkingv1.NetworkPolicy, podLabels []map[string]string) []string {
+	ours, err := metav1.LabelSelectorAsSelector(governed)
+	if err != nil {
+		return nil // the schema accepted it, so the API server would have too; nothing to compare
+	}
+	var names []string
+	for _, np := range others {
+		if !allowsEgress(&np) {
+			continue
+		}
+		theirs, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil {
+			continue
+		}
+		if theirs.Empty() || anyPodSelected(ours, theirs, podLabels) {
+			names = append(names, np.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func allowsEgress(np *networkingv1.NetworkPolicy) bool {
+	if len(np.Spec.Egress) == 0 {
+		return false
+	}
+	if len(np.Spec.PolicyTypes) == 0 {
+		return true // with egress rules, Egress is implied
+	}
+	return slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+}
+
+func anyPodSelected(ours, theirs labels.Selector, podLabels []map[string]string) bool {
+	for _, l := range podLabels {
+		set := labels.Set(l)
+		if ours.Matches(set) && theirs.Matches(set) {
+			return true
+		}
+	}
+	return false
+}
+
+// podLabelsChanged passes pod events that can change shadowing: creation, deletion and label
+// changes, not the status churn of running pods.
+func podLabelsChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return !labels.Equals(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+		},
+	}
+}
