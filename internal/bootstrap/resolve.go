@@ -34,13 +34,13 @@ const (
 )
 
 // HostAddresses remembers when each address of each host was last seen, so an address that
-// drops out of a rotating record set stays allowed for one more resolve window instead of
-// flapping in and out of the NetworkPolicy. It is not safe for concurrent use.
+// drops out of a rotating record set stays allowed for one more resolve window (until the
+// resolution after the one that missed it) instead of flapping in and out of the
+// NetworkPolicy. It is not safe for concurrent use.
 type HostAddresses struct {
 	seen map[string]map[netip.Addr]time.Time
-	// next is when the hosts are due to be resolved again; window the last interval used.
-	next   time.Time
-	window time.Duration
+	// next is when the hosts are due to be resolved again; prev when they last were.
+	next, prev time.Time
 }
 
 // Due reports whether the hosts should be resolved at now.
@@ -77,10 +77,10 @@ func (h *HostAddresses) Update(now time.Time, hosts []string, results map[string
 		}
 	}
 	interval = max(interval, minInterval)
-	// An address survives while it was seen within the previous window (or, on the first
-	// resolution, this one).
-	keep := max(h.window, interval)
-	h.window, h.next = interval, now.Add(interval)
+	// An address survives when it was seen in this resolution or the previous one. Counting
+	// resolutions, not seconds, keeps a late requeue from dropping it early.
+	keepSince := h.prev
+	h.prev, h.next = now, now.Add(interval)
 
 	res := Resolution{Next: h.next}
 	for host := range h.seen {
@@ -90,7 +90,7 @@ func (h *HostAddresses) Update(now time.Time, hosts []string, results map[string
 	}
 	for _, host := range hosts {
 		for a, at := range h.seen[host] {
-			if now.Sub(at) > keep {
+			if at.Before(keepSince) {
 				delete(h.seen[host], a)
 				continue
 			}

@@ -1,0 +1,445 @@
+package controllers
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func newPolicy(ns, name string) *gatev1.HarnessAgentPolicy {
+	return &gatev1.HarnessAgentPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gatev1.HarnessAgentPolicySpec{
+			WorkspaceID: "ws_123",
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{gatev1.LabelPolicy: name}},
+			Tools:       gatev1.ToolApproval{Approve: []gatev1.ToolName{"deployService"}, Deny: []gatev1.ToolName{"dropDatabase"}},
+			Rules: []gatev1.Rule{
+				{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.matches("rm\\s+-rf\\s+/")`, Action: gatev1.ActionBlock, Reason: "destructive command on the root filesystem", Code: "destructive_command"},
+				{Name: "fetch-needs-human", Tools: []string{"web_fetch"}, When: `!input.url.startsWith("https://github.com/")`, Action: gatev1.ActionAsk, Reason: "fetching from outside github.com needs a human"},
+			},
+		},
+	}
+}
+
+func getPolicy(t *testing.T, p *gatev1.HarnessAgentPolicy) *gatev1.HarnessAgentPolicy {
+	t.Helper()
+	got := &gatev1.HarnessAgentPolicy{}
+	if err := k8sClient.Get(testContext(t), client.ObjectKeyFromObject(p), got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// waitCondition waits until the policy's condition has the status (and reason, if given) for
+// the current generation.
+func waitCondition(t *testing.T, p *gatev1.HarnessAgentPolicy, typ string, status metav1.ConditionStatus, reason string) *gatev1.HarnessAgentPolicy {
+	t.Helper()
+	var got *gatev1.HarnessAgentPolicy
+	eventually(t, 20*time.Second, func() error {
+		got = getPolicy(t, p)
+		c := meta.FindStatusCondition(got.Status.Conditions, typ)
+		switch {
+		case got.Status.ObservedGeneration != got.Generation:
+			return fmt.Errorf("observedGeneration %d, generation %d", got.Status.ObservedGeneration, got.Generation)
+		case c == nil:
+			return fmt.Errorf("no %s condition", typ)
+		case c.Status != status || (reason != "" && c.Reason != reason):
+			return fmt.Errorf("%s is %s/%s (%s), want %s/%s", typ, c.Status, c.Reason, c.Message, status, reason)
+		case c.ObservedGeneration != got.Generation:
+			return fmt.Errorf("%s observedGeneration %d, generation %d", typ, c.ObservedGeneration, got.Generation)
+		}
+		return nil
+	})
+	return got
+}
+
+func children(t *testing.T, p *gatev1.HarnessAgentPolicy) (*corev1.ConfigMap, *networkingv1.NetworkPolicy) {
+	t.Helper()
+	ctx := testContext(t)
+	cm := &corev1.ConfigMap{}
+	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name + "-bootstrap"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	np := &networkingv1.NetworkPolicy{}
+	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name + "-egress"}, np); err != nil {
+		t.Fatal(err)
+	}
+	return cm, np
+}
+
+func checkGolden(t *testing.T, name string, v any) {
+	t.Helper()
+	got, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -update creates it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs from the golden file (go test -update rewrites it); got:\n%s", path, got)
+	}
+}
+
+func checkOwned(t *testing.T, obj metav1.Object, p *gatev1.HarnessAgentPolicy) {
+	t.Helper()
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.UID != p.UID || ref.Kind != "HarnessAgentPolicy" || !ptr.Deref(ref.BlockOwnerDeletion, false) {
+		t.Fatalf("%s has no controller owner reference to the policy: %+v", obj.GetName(), obj.GetOwnerReferences())
+	}
+	if obj.GetLabels()[gatev1.LabelManagedBy] != "gate-operator" || obj.GetLabels()[gatev1.LabelPolicy] != p.Name {
+		t.Fatalf("%s labels: %v", obj.GetName(), obj.GetLabels())
+	}
+}
+
+func TestPolicyCreatesChildren(t *testing.T) {
+	ctx := testContext(t)
+	// A fixed namespace name: the golden files carry it.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "golden"}}
+	if err := k8sClient.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	p := newPolicy("golden", "coding-agents")
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	got := waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionTrue, ReasonReady)
+	cm, np := children(t, got)
+	checkOwned(t, cm, got)
+	checkOwned(t, np, got)
+	checkGolden(t, "deny-all-configmap-data.yaml", cm.Data)
+	checkGolden(t, "deny-all-networkpolicy-spec.yaml", np.Spec)
+	if cm.Annotations[gatev1.AnnotationBootstrapHash] != cm.Data[bootstrap.KeyBootstrapHash] {
+		t.Fatalf("annotation %q vs bootstrap-hash %q", cm.Annotations[gatev1.AnnotationBootstrapHash], cm.Data[bootstrap.KeyBootstrapHash])
+	}
+	s := got.Status
+	if s.BootstrapHash != cm.Data[bootstrap.KeyBootstrapHash] || s.BootstrapConfigMap != cm.Name || s.NetworkPolicy != np.Name || s.RuleCount != 2 {
+		t.Fatalf("status does not describe the children: %+v", s)
+	}
+	snap, err := gate.LoadSnapshot([]byte(cm.Data[bootstrap.KeySnapshot]), "ws_123")
+	if err != nil {
+		t.Fatalf("the published snapshot does not verify: %v", err)
+	}
+	if snap.Digest != s.SnapshotDigest || snap.Policy != "golden/coding-agents" {
+		t.Fatalf("snapshot %s %s vs status %s", snap.Policy, snap.Digest, s.SnapshotDigest)
+	}
+	if s.Egress == nil || s.Egress.Mode != gatev1.EgressModeDenyAll || len(np.Spec.Egress) != 0 || len(np.Spec.PolicyTypes) != 1 {
+		t.Fatalf("want deny-all egress: status %+v, spec %+v", s.Egress, np.Spec)
+	}
+	for _, typ := range []string{gatev1.ConditionRulesCompiled, gatev1.ConditionBootstrapRendered, gatev1.ConditionEgressEnforced} {
+		if c := meta.FindStatusCondition(s.Conditions, typ); c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != got.Generation {
+			t.Errorf("%s: %+v", typ, c)
+		}
+	}
+}
+
+func TestRuleChangeUpdatesHashAndDigest(t *testing.T) {
+	ctx := testContext(t)
+	p := newPolicy(createNamespace(t, ctx), "edits")
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	before := waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionTrue, "")
+	cmBefore, _ := children(t, before)
+
+	before.Spec.Rules[0].Reason = "no deleting the root filesystem"
+	if err := k8sClient.Update(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	after := waitCondition(t, before, gatev1.ConditionReady, metav1.ConditionTrue, "")
+	eventually(t, 10*time.Second, func() error {
+		after = getPolicy(t, before)
+		if after.Status.BootstrapHash == cmBefore.Data[bootstrap.KeyBootstrapHash] {
+			return fmt.Errorf("bootstrap hash unchanged")
+		}
+		return nil
+	})
+	cmAfter, _ := children(t, after)
+	snap, err := gate.LoadSnapshot([]byte(cmAfter.Data[bootstrap.KeySnapshot]), "ws_123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Digest == before.Status.SnapshotDigest || snap.Digest != after.Status.SnapshotDigest || snap.Rules[0].Reason != "no deleting the root filesystem" {
+		t.Fatalf("the snapshot did not follow the edit: digest %s (was %s, status %s)", snap.Digest, before.Status.SnapshotDigest, after.Status.SnapshotDigest)
+	}
+	if after.Status.ObservedGeneration != after.Generation || after.Generation == before.Status.ObservedGeneration {
+		t.Fatalf("observedGeneration %d, generation %d", after.Status.ObservedGeneration, after.Generation)
+	}
+}
+
+func TestInvalidRuleKeepsLastGoodConfigMap(t *testing.T) {
+	ctx := testContext(t)
+	p := newPolicy(createNamespace(t, ctx), "typo")
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	good := waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionTrue, "")
+	cmGood, _ := children(t, good)
+
+	good.Spec.Rules[1].When = `!inptu.url.startsWith("https://github.com/")`
+	if err := k8sClient.Update(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	bad := waitCondition(t, good, gatev1.ConditionRulesCompiled, metav1.ConditionFalse, ReasonCompileFailed)
+	c := meta.FindStatusCondition(bad.Status.Conditions, gatev1.ConditionRulesCompiled)
+	if !strings.Contains(c.Message, "spec.rules[1].when: ") || !strings.Contains(c.Message, "undeclared reference to 'inptu'") {
+		t.Fatalf("the condition does not name the field and the compiler message: %q", c.Message)
+	}
+	waitCondition(t, good, gatev1.ConditionBootstrapRendered, metav1.ConditionFalse, ReasonLastGoodKept)
+	waitCondition(t, good, gatev1.ConditionReady, metav1.ConditionFalse, ReasonCompileFailed)
+	cmNow, _ := children(t, bad)
+	if cmNow.ResourceVersion != cmGood.ResourceVersion || fmt.Sprint(cmNow.Data) != fmt.Sprint(cmGood.Data) {
+		t.Fatal("the last good ConfigMap was changed")
+	}
+	if bad.Status.SnapshotDigest != good.Status.SnapshotDigest {
+		t.Fatalf("status reports digest %s, but %s is in force", bad.Status.SnapshotDigest, good.Status.SnapshotDigest)
+	}
+	eventually(t, 10*time.Second, func() error {
+		var evs eventsv1.EventList
+		if err := k8sClient.List(ctx, &evs, client.InNamespace(p.Namespace)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == ReasonCompileFailed && e.Regarding.Name == p.Name && strings.Contains(e.Note, "spec.rules[1].when") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no CompileFailed event among %d", len(evs.Items))
+	})
+}
+
+func TestNeverCompiledPolicyBlocksEverything(t *testing.T) {
+	ctx := testContext(t)
+	p := newPolicy(createNamespace(t, ctx), "broken")
+	p.Spec.Rules[0].When = `input.command.matches(`
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	got := waitCondition(t, p, gatev1.ConditionBootstrapRendered, metav1.ConditionFalse, ReasonPolicyInvalid)
+	cm, _ := children(t, got)
+	g := gate.New("ws_123")
+	if err := g.Load([]byte(cm.Data[bootstrap.KeySnapshot])); err != nil {
+		t.Fatal(err)
+	}
+	d := g.Decide(&gate.Call{Tool: "Read", Input: map[string]any{"file_path": "README.md"}})
+	if d.Verdict != gate.Block || d.Code != gate.CodePolicyInvalid {
+		t.Fatalf("a never-compiled policy's snapshot decided %+v", d)
+	}
+	if !strings.Contains(d.Reason, "spec.rules[0].when") {
+		t.Fatalf("the refusal does not say why: %q", d.Reason)
+	}
+}
+
+func TestChildrenAreRepaired(t *testing.T) {
+	ctx := testContext(t)
+	p := newPolicy(createNamespace(t, ctx), "repair")
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	got := waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionTrue, "")
+	cm, np := children(t, got)
+	want := cm.Data[bootstrap.KeySnapshot]
+
+	if err := k8sClient.Delete(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		again := &corev1.ConfigMap{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cm), again); err != nil {
+			return err
+		}
+		if again.UID == cm.UID || again.Data[bootstrap.KeySnapshot] != want {
+			return fmt.Errorf("not recreated yet")
+		}
+		return nil
+	})
+
+	cm, _ = children(t, got)
+	cm.Data[bootstrap.KeySnapshot] = `{"tampered": true}`
+	if err := k8sClient.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		again := &corev1.ConfigMap{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cm), again); err != nil {
+			return err
+		}
+		if again.Data[bootstrap.KeySnapshot] != want {
+			return fmt.Errorf("snapshot still tampered")
+		}
+		return nil
+	})
+
+	// Reopening the deny-all policy by hand is undone.
+	np.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{}}
+	if err := k8sClient.Update(ctx, np); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		again := &networkingv1.NetworkPolicy{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(np), again); err != nil {
+			return err
+		}
+		if len(again.Spec.Egress) != 0 {
+			return fmt.Errorf("egress still reopened: %+v", again.Spec.Egress)
+		}
+		return nil
+	})
+}
+
+func TestAllowListResolution(t *testing.T) {
+	ctx := testContext(t)
+	ns := createNamespace(t, ctx)
+	resolver.set("api.rotating.example", time.Second, "192.0.2.1", "192.0.2.2")
+	resolver.set("metadata.example", time.Hour, "169.254.169.254")
+	p := newPolicy(ns, "allow")
+	p.Spec.Egress = gatev1.EgressSpec{
+		AllowedHosts: []gatev1.Hostname{"api.rotating.example", "metadata.example", "gone.example"},
+		AllowedCIDRs: []gatev1.CIDR{"169.254.0.0/15"},
+		Ports:        []int32{443},
+	}
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	got := waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, ReasonHostsUnresolved)
+	if c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionEgressEnforced); !strings.Contains(c.Message, "gone.example") {
+		t.Fatalf("the condition does not name the unresolved host: %q", c.Message)
+	}
+	_, np := children(t, got)
+	blocks := ipBlocks(np)
+	if blocks != "169.254.0.0/15[169.254.0.0/16 169.254.169.254/32] 192.0.2.1/32 192.0.2.2/32" {
+		t.Fatalf("ipBlocks %s: want both addresses, the metadata address dropped and the metadata ranges carved out", blocks)
+	}
+	if got.Status.Egress.Mode != gatev1.EgressModeAllowList || got.Status.Egress.ResolvedHosts != 2 || got.Status.Egress.Addresses != 2 {
+		t.Fatalf("egress status %+v", got.Status.Egress)
+	}
+
+	// The record set rotates: .2 is replaced by .3. The next resolution, at the TTL floor,
+	// keeps .2 for one window; a window later it is gone.
+	calls := resolver.callCount("api.rotating.example")
+	resolver.set("api.rotating.example", time.Second, "192.0.2.1", "192.0.2.3")
+	eventually(t, 3*testMinResolve, func() error {
+		_, np := children(t, got)
+		if b := ipBlocks(np); !strings.HasSuffix(b, "] 192.0.2.1/32 192.0.2.2/32 192.0.2.3/32") {
+			return fmt.Errorf("ipBlocks %s", b)
+		}
+		return nil
+	})
+	if resolver.callCount("api.rotating.example") <= calls {
+		t.Fatal("the host was not re-resolved")
+	}
+	eventually(t, 4*testMinResolve, func() error {
+		_, np := children(t, got)
+		if b := ipBlocks(np); !strings.HasSuffix(b, "] 192.0.2.1/32 192.0.2.3/32") {
+			return fmt.Errorf("ipBlocks %s", b)
+		}
+		return nil
+	})
+}
+
+// ipBlocks lists the ipBlock peers of the non-DNS rule as "cidr[except...]".
+func ipBlocks(np *networkingv1.NetworkPolicy) string {
+	var out []string
+	for _, rule := range np.Spec.Egress {
+		for _, peer := range rule.To {
+			if peer.IPBlock == nil {
+				continue
+			}
+			s := peer.IPBlock.CIDR
+			if len(peer.IPBlock.Except) > 0 {
+				s += "[" + strings.Join(peer.IPBlock.Except, " ") + "]"
+			}
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func TestShadowingNetworkPolicyIsReported(t *testing.T) {
+	ctx := testContext(t)
+	ns := createNamespace(t, ctx)
+	p := newPolicy(ns, "shadowed")
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionTrue, "")
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sandbox-0", Labels: map[string]string{gatev1.LabelPolicy: "shadowed", "team": "ml"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "agent:1"}}},
+	}
+	if err := k8sClient.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	wide := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-ml-egress"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": "ml"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress:      []networkingv1.NetworkPolicyEgressRule{{}},
+		},
+	}
+	if err := k8sClient.Create(ctx, wide); err != nil {
+		t.Fatal(err)
+	}
+	got := waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, ReasonShadowedByPolicy)
+	if c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionEgressEnforced); !strings.Contains(c.Message, "team-ml-egress") {
+		t.Fatalf("the condition does not name the shadowing policy: %q", c.Message)
+	}
+	waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionFalse, ReasonShadowedByPolicy)
+
+	// Relabelling the pod out of the other policy's reach clears it.
+	pod.Labels = map[string]string{gatev1.LabelPolicy: "shadowed"}
+	if err := k8sClient.Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionTrue, ReasonEnforced)
+}
+
+func TestShadowingPolicies(t *testing.T) {
+	ours := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}
+	egress := []networkingv1.NetworkPolicyEgressRule{{}}
+	np := func(name string, sel map[string]string, types []networkingv1.PolicyType, eg []networkingv1.NetworkPolicyEgressRule) networkingv1.NetworkPolicy {
+		return networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: sel}, PolicyTypes: types, Egress: eg}}
+	}
+	others := []networkingv1.NetworkPolicy{
+		np("all-pods", nil, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, egress),
+		np("same-pods", map[string]string{"tier": "sandbox"}, nil, egress),
+		np("ingress-only", map[string]string{"tier": "sandbox"}, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, egress),
+		np("no-egress-rules", map[string]string{"tier": "sandbox"}, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, nil),
+		np("other-pods", map[string]string{"app": "web"}, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, egress),
+	}
+	pods := []map[string]string{{"app": "agent", "tier": "sandbox"}, {"app": "web"}}
+	if got := fmt.Sprint(shadowingPolicies(ours, others, pods)); got != "[all-pods same-pods]" {
+		t.Fatalf("got %s", got)
+	}
+}

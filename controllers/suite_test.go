@@ -1,0 +1,187 @@
+package controllers
+
+// The controller tests run the reconciler in a manager against a real kube-apiserver
+// (envtest), with an injected resolver. There is no kube-controller-manager here, so garbage
+// collection is not exercised (the e2e does that); owner references are checked instead.
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
+)
+
+var (
+	k8sClient client.Client
+	resolver  = &fakeResolver{records: map[string][]bootstrap.Record{}}
+)
+
+// Short resolve bounds, so TTL requeues happen within a test.
+const (
+	testMinResolve = 2 * time.Second
+	testMaxResolve = 4 * time.Second
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.Level(zapLevel()))))
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join("..", "bin", "k8s", "v1.37.2")
+	}
+	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
+		fmt.Fprintf(os.Stderr, "no kube-apiserver in %s: run `make envtest-assets` (or `make test`, which builds it)\n", assets)
+		return 1
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		return 1
+	}
+	defer env.Stop()
+
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = gatev1.AddToScheme(scheme)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:     scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{gatev1.LabelManagedBy: gatev1.ManagedByValue})},
+		}},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := (&HarnessAgentPolicyReconciler{
+		Client:     mgr.GetClient(),
+		Recorder:   mgr.GetEventRecorder("gate-operator"),
+		Resolver:   resolver,
+		MinResolve: testMinResolve,
+		MaxResolve: testMaxResolve,
+	}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	// A direct client: tests read what the API server holds, not a cache.
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+func zapLevel() int8 {
+	if os.Getenv("TEST_VERBOSE_LOGS") != "" {
+		return -1
+	}
+	return 2 // errors only
+}
+
+// fakeResolver answers from a table the tests set; unknown hosts do not resolve.
+type fakeResolver struct {
+	mu      sync.Mutex
+	records map[string][]bootstrap.Record
+	calls   map[string]int
+}
+
+func (f *fakeResolver) set(host string, ttl time.Duration, addrs ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var recs []bootstrap.Record
+	for _, a := range addrs {
+		recs = append(recs, bootstrap.Record{Addr: netip.MustParseAddr(a), TTL: ttl})
+	}
+	f.records[host] = recs
+}
+
+func (f *fakeResolver) Resolve(_ context.Context, host string) ([]bootstrap.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[host]++
+	if recs, ok := f.records[host]; ok {
+		return recs, nil
+	}
+	return nil, fmt.Errorf("%s: no such host", host)
+}
+
+func (f *fakeResolver) callCount(host string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[host]
+}
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func createNamespace(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "policy-"}}
+	if err := k8sClient.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// eventually polls check until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %v", timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
