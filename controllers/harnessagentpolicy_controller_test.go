@@ -1,11 +1,7 @@
 package controllers
 
 import (
-	"bytes"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,9 +20,8 @@ import (
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func newPolicy(ns, name string) *gatev1.HarnessAgentPolicy {
 	return &gatev1.HarnessAgentPolicy{
@@ -89,25 +84,13 @@ func children(t *testing.T, p *gatev1.HarnessAgentPolicy) (*corev1.ConfigMap, *n
 	return cm, np
 }
 
-func checkGolden(t *testing.T, name string, v any) {
+func checkGoldenYAML(t *testing.T, name string, v any) {
 	t.Helper()
 	got, err := yaml.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -update creates it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from the golden file (go test -update rewrites it); got:\n%s", path, got)
-	}
+	golden.Check(t, name, got)
 }
 
 func checkOwned(t *testing.T, obj metav1.Object, p *gatev1.HarnessAgentPolicy) {
@@ -136,8 +119,8 @@ func TestPolicyCreatesChildren(t *testing.T) {
 	cm, np := children(t, got)
 	checkOwned(t, cm, got)
 	checkOwned(t, np, got)
-	checkGolden(t, "deny-all-configmap-data.yaml", cm.Data)
-	checkGolden(t, "deny-all-networkpolicy-spec.yaml", np.Spec)
+	checkGoldenYAML(t, "deny-all-configmap-data.yaml", cm.Data)
+	checkGoldenYAML(t, "deny-all-networkpolicy-spec.yaml", np.Spec)
 	if cm.Annotations[gatev1.AnnotationBootstrapHash] != cm.Data[bootstrap.KeyBootstrapHash] {
 		t.Fatalf("annotation %q vs bootstrap-hash %q", cm.Annotations[gatev1.AnnotationBootstrapHash], cm.Data[bootstrap.KeyBootstrapHash])
 	}

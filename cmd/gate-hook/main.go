@@ -6,6 +6,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,7 +44,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	}
 	snap, err := gate.LoadSnapshotFile(*snapshot, *workspace)
 	if err != nil {
-		se := err.(*gate.SnapshotError)
+		se := &gate.SnapshotError{Code: gate.CodeSnapshotCorrupt, Reason: err.Error()}
+		errors.As(err, &se)
 		return answer(stdout, stderr, gate.Decide(nil, se, call), false)
 	}
 	policy, _ := gate.CompileFor(snap, call.Tool, call.Server)

@@ -3,7 +3,6 @@ package bootstrap
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -16,29 +15,8 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -update creates it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from the golden file (go test -update rewrites it); got:\n%s", path, got)
-	}
-}
 
 // samplePolicy reads config/samples' HarnessAgentPolicy, with the schema defaults a real API
 // server would fill in.
@@ -79,7 +57,7 @@ func TestRenderGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, v := range b.Data {
-		checkGolden(t, filepath.Join("sample", k), []byte(v))
+		golden.Check(t, filepath.Join("sample", k), []byte(v))
 	}
 	if len(b.Data) != 6 {
 		t.Fatalf("want the 6 bundle keys, got %d", len(b.Data))
@@ -98,8 +76,8 @@ func TestRenderGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "deny-all/"+KeyHarnessSettings, []byte(b.Data[KeyHarnessSettings]))
-	checkGolden(t, "deny-all/"+KeyHookScript, []byte(b.Data[KeyHookScript]))
+	golden.Check(t, "deny-all/"+KeyHarnessSettings, []byte(b.Data[KeyHarnessSettings]))
+	golden.Check(t, "deny-all/"+KeyHookScript, []byte(b.Data[KeyHookScript]))
 	if v, ok := b.Data[KeySnapshot]; !ok || v != "" {
 		t.Fatalf("an empty snapshot must be an empty file, got present=%v %q", ok, v)
 	}
@@ -277,7 +255,7 @@ func TestRenderEgress(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkGolden(t, filepath.Join("egress", strings.ReplaceAll(tc.name, " ", "-")+".yaml"), got)
+			golden.Check(t, filepath.Join("egress", strings.ReplaceAll(tc.name, " ", "-")+".yaml"), got)
 			if strings.Join(e.Dropped, ",") != strings.Join(tc.dropped, ",") {
 				t.Errorf("dropped %v, want %v", e.Dropped, tc.dropped)
 			}

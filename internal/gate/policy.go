@@ -24,7 +24,7 @@ type Policy struct {
 // Compile compiles every rule of a verified snapshot. Rules that do not compile are kept and
 // count as erroring at evaluation, so failurePolicy decides; their problems are returned too.
 func Compile(s *Snapshot) (*Policy, FieldErrors) {
-	return compile(s, s.Rules, nil)
+	return compile(s, nil)
 }
 
 // CompileFor compiles only the rules whose tool patterns can match one tool, so the start-up
@@ -38,7 +38,7 @@ func CompileFor(s *Snapshot, tool, server string) (*Policy, FieldErrors) {
 			keep = append(keep, i)
 		}
 	}
-	p, errs := compile(s, s.Rules, keep)
+	p, errs := compile(s, keep)
 	p.onlyTool = name
 	return p, errs
 }
@@ -57,8 +57,9 @@ func ruleMatchesTool(patterns []string, name string) bool {
 	return false
 }
 
-func compile(s *Snapshot, rules []Rule, only []int) (*Policy, FieldErrors) {
+func compile(s *Snapshot, only []int) (*Policy, FieldErrors) {
 	p := &Policy{snap: s}
+	rules := s.Rules
 	add := func(i int) {
 		cr, errs := compileRule(i, rules[i])
 		p.rules = append(p.rules, cr)

@@ -1,16 +1,11 @@
 package gate_test
 
 import (
-	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 
 	. "github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func goldenRules() []Rule {
 	return []Rule{
@@ -18,23 +13,6 @@ func goldenRules() []Rule {
 		{Name: "fetch-needs-human", Tools: []string{"web_fetch"}, When: `!input.url.startsWith("https://github.com/") && input.url != ""`, Action: Ask, Reason: "fetching from outside github.com needs a human"},
 		{Name: "no-prod-deploys", Tools: []string{"mcp__deploy__*"}, When: `has(input.environment) && input.environment == "production"`, Action: Block, Reason: "production deploys go through the release pipeline", Code: "production_deploy"},
 		{Name: "reads-ok", Tools: []string{"read", "glob", "grep"}, Action: Allow},
-	}
-}
-
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from the golden file (go test -update rewrites it):\n%s", path, got)
 	}
 }
 
@@ -48,7 +26,7 @@ func TestSnapshotGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "snapshot.golden.rules", data)
+	golden.Check(t, "snapshot.golden.rules", data)
 	if _, err := LoadSnapshot(data, "ws_123"); err != nil {
 		t.Fatalf("the golden snapshot does not verify: %v", err)
 	}
@@ -58,14 +36,14 @@ func TestSnapshotGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, _ = empty.Encode()
-	checkGolden(t, "snapshot-empty.golden.rules", data)
+	golden.Check(t, "snapshot-empty.golden.rules", data)
 
 	invalid, err := BuildInvalidSnapshot(PolicyMeta{Policy: "agents/broken", Generation: 1}, "spec.rules[0].when: undeclared reference to 'inptu'")
 	if err != nil {
 		t.Fatal(err)
 	}
 	data, _ = invalid.Encode()
-	checkGolden(t, "snapshot-invalid.golden.rules", data)
+	golden.Check(t, "snapshot-invalid.golden.rules", data)
 }
 
 func TestSnapshotDigest(t *testing.T) {
