@@ -35,30 +35,38 @@ func main() {
 	path := filepath.Join(dir, gate.SnapshotFileName)
 	check(os.WriteFile(path, data, 0o644))
 
-	payload := []byte(`{"session_id":"9b2c1f0e-4d1a-4a57-8f0e-1c2d3e4f5a6b","transcript_path":"/home/agent/.claude/projects/w/9b2c.jsonl","cwd":"/workspace","permission_mode":"default","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"go test ./... -count=1","description":"Run the tests"},"tool_use_id":"toolu_01ABCDEF"}` + "\n")
+	payload := func(command string) []byte {
+		return []byte(`{"session_id":"9b2c1f0e-4d1a-4a57-8f0e-1c2d3e4f5a6b","transcript_path":"/home/agent/.claude/projects/w/9b2c.jsonl","cwd":"/workspace","permission_mode":"default","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"` + command + `","description":"Run it"},"tool_use_id":"toolu_01ABCDEF"}` + "\n")
+	}
+	// An allowed call: every shell rule is ruled out by its prefilter. A blocked call: one rule's
+	// CEL is compiled and evaluated.
+	allowed, blocked := payload("go test ./... -count=1"), payload("rm -rf /data3")
 
 	// One warm-up run each, so the page cache holds both binaries.
-	run(*hook, path, payload)
-	run(*noop, path, payload)
-	var hookTimes, noopTimes []time.Duration
+	run(*hook, path, allowed, 0)
+	run(*noop, path, allowed, 0)
+	var hookTimes, blockTimes, noopTimes []time.Duration
 	for range *n {
-		hookTimes = append(hookTimes, run(*hook, path, payload))
-		noopTimes = append(noopTimes, run(*noop, path, payload))
+		hookTimes = append(hookTimes, run(*hook, path, allowed, 0))
+		blockTimes = append(blockTimes, run(*hook, path, blocked, 2))
+		noopTimes = append(noopTimes, run(*noop, path, allowed, 0))
 	}
 	hm, hp := stats(hookTimes)
+	bm, bp := stats(blockTimes)
 	nm, np := stats(noopTimes)
 	info, err := os.Stat(*hook)
 	check(err)
 	fmt.Printf("snapshot: %d rules, %d bytes; %d runs each, interleaved\n", *rules, len(data), *n)
-	fmt.Printf("%-10s median %7.3f ms   p99 %7.3f ms\n", "gate-hook", ms(hm), ms(hp))
-	fmt.Printf("%-10s median %7.3f ms   p99 %7.3f ms\n", "no-op", ms(nm), ms(np))
-	fmt.Printf("ratio      median %.2fx\n", float64(hm)/float64(nm))
+	fmt.Printf("%-22s median %7.3f ms   p99 %7.3f ms\n", "gate-hook, allowed call", ms(hm), ms(hp))
+	fmt.Printf("%-22s median %7.3f ms   p99 %7.3f ms\n", "gate-hook, blocked call", ms(bm), ms(bp))
+	fmt.Printf("%-22s median %7.3f ms   p99 %7.3f ms\n", "no-op", ms(nm), ms(np))
+	fmt.Printf("ratio to no-op, median: allowed %.2fx, blocked %.2fx\n", float64(hm)/float64(nm), float64(bm)/float64(nm))
 	fmt.Printf("gate-hook binary: %.1f MB (%d bytes)\n", float64(info.Size())/1e6, info.Size())
 }
 
-// run executes bin once with the payload on stdin and returns its wall time. gate-hook must
-// allow the payload (exit 0); anything else means the benchmark measures the wrong path.
-func run(bin, snapshot string, payload []byte) time.Duration {
+// run executes bin once with the payload on stdin and returns its wall time. It must exit with
+// want; anything else means the benchmark measures the wrong path.
+func run(bin, snapshot string, payload []byte, want int) time.Duration {
 	cmd := exec.Command(bin, "--snapshot", snapshot)
 	cmd.Stdin = bytes.NewReader(payload)
 	var stderr bytes.Buffer
@@ -66,8 +74,8 @@ func run(bin, snapshot string, payload []byte) time.Duration {
 	start := time.Now()
 	err := cmd.Run()
 	took := time.Since(start)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v: %s\n", bin, err, stderr.String())
+	if code := cmd.ProcessState.ExitCode(); code != want {
+		fmt.Fprintf(os.Stderr, "%s exited %d, want %d: %v: %s\n", bin, code, want, err, stderr.String())
 		os.Exit(1)
 	}
 	return took

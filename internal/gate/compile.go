@@ -1,14 +1,11 @@
 package gate
 
 import (
-	"encoding/base64"
 	"fmt"
 	"sync"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/ext"
-	exprpb "google.golang.org/genproto/googleapis/api/expr/v1alpha1"
-	"google.golang.org/protobuf/proto"
 )
 
 // CostLimit bounds the runtime cost of one evaluation of one rule, in CEL cost units; the same
@@ -73,7 +70,7 @@ type compiledRule struct {
 	reason, message string
 }
 
-// lazyProgram decodes (or compiles) a rule's expression and plans it into a CEL program on
+// lazyProgram compiles a rule's expression and plans it into a CEL program on
 // first use, so a one-shot caller pays only for the rules its prefilters cannot rule out.
 type lazyProgram struct {
 	rule Rule
@@ -112,44 +109,17 @@ func (l *lazyProgram) get() (cel.Program, error) {
 	return l.prg, l.planErr
 }
 
-// checkExpression compiles a rule's when, or decodes the checked expression a snapshot carries
-// for it, and checks that it yields a bool (or dyn, checked again at evaluation).
+// checkExpression compiles a rule's when and checks that it yields a bool (or dyn, checked
+// again at evaluation).
 func checkExpression(env *cel.Env, r Rule) (*cel.Ast, error) {
-	var checked *cel.Ast
-	if r.Program != "" {
-		raw, err := base64.StdEncoding.DecodeString(r.Program)
-		if err != nil {
-			return nil, fmt.Errorf("the compiled program is not base64: %w", err)
-		}
-		ce := &exprpb.CheckedExpr{}
-		if err := proto.Unmarshal(raw, ce); err != nil {
-			return nil, fmt.Errorf("the compiled program cannot be decoded: %w", err)
-		}
-		checked = cel.CheckedExprToAst(ce)
-	} else {
-		ast, iss := env.Compile(r.When)
-		if iss.Err() != nil {
-			return nil, iss.Err()
-		}
-		checked = ast
+	checked, iss := env.Compile(r.When)
+	if iss.Err() != nil {
+		return nil, iss.Err()
 	}
 	if out := checked.OutputType(); !out.IsExactType(cel.BoolType) && !out.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("must evaluate to bool, not %s", out)
 	}
 	return checked, nil
-}
-
-// encodeProgram is the snapshot form of a checked expression: deterministic protobuf, base64.
-func encodeProgram(checked *cel.Ast) (string, error) {
-	ce, err := cel.AstToCheckedExpr(checked)
-	if err != nil {
-		return "", err
-	}
-	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(ce)
-	if err != nil {
-		return "", err
-	}
-	return base64.StdEncoding.EncodeToString(raw), nil
 }
 
 // compileRule compiles one rule. Problems are returned as field errors under spec.rules[i].
@@ -171,10 +141,10 @@ func compileRule(i int, r Rule) (compiledRule, FieldErrors) {
 		}
 		cr.patterns = append(cr.patterns, normalizeToolName(p))
 	}
-	if r.When != "" || r.Program != "" {
+	if r.When != "" {
 		lp := &lazyProgram{rule: r}
 		if r.Prefilter != nil {
-			// The snapshot carries the prefilter: the expression is decoded only when needed.
+			// The snapshot carries the prefilter: the expression is compiled only when needed.
 			cr.filter = r.Prefilter.compile()
 			cr.program = lp
 		} else if checked, err := lp.check(); err != nil {
@@ -206,7 +176,7 @@ func ValidateRules(rules []Rule) FieldErrors {
 			errs = append(errs, FieldError{fmt.Sprintf("spec.rules[%d].name", i), fmt.Sprintf("%q is already the name of spec.rules[%d]", r.Name, j)})
 		}
 		seen[r.Name] = i
-		r.Program, r.Prefilter = "", nil // validate the source, not a compiled form
+		r.Prefilter = nil // validate the source, not a derived form
 		cr, ferrs := compileRule(i, r)
 		errs = append(errs, ferrs...)
 		if cr.program != nil {
@@ -218,21 +188,18 @@ func ValidateRules(rules []Rule) FieldErrors {
 	return errs
 }
 
-// compilePrograms fills in the compiled program of every rule with a when.
-func compilePrograms(rules []Rule) ([]Rule, FieldErrors) {
+// withPrefilters returns the rules with the prefilter of each when filled in.
+func withPrefilters(rules []Rule) ([]Rule, FieldErrors) {
 	env, err := environment()
 	if err != nil {
 		return nil, FieldErrors{{"spec.rules", "the CEL environment cannot be built: " + err.Error()}}
 	}
 	out := make([]Rule, len(rules))
 	for i, r := range rules {
-		r.Program, r.Prefilter = "", nil
+		r.Prefilter = nil
 		if r.When != "" {
 			checked, err := checkExpression(env, r)
 			if err != nil {
-				return nil, FieldErrors{{fmt.Sprintf("spec.rules[%d].when", i), err.Error()}}
-			}
-			if r.Program, err = encodeProgram(checked); err != nil {
 				return nil, FieldErrors{{fmt.Sprintf("spec.rules[%d].when", i), err.Error()}}
 			}
 			r.Prefilter = prefilterOf(checked.NativeRep().Expr())

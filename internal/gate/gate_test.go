@@ -320,8 +320,9 @@ func TestCompileForCompilesOnlyMatchingRules(t *testing.T) {
 		Rule{Name: "bash-rule", Tools: []string{"bash"}, When: `input.command == "x"`, Action: Block, Reason: "x"},
 		Rule{Name: "write-rule", Tools: []string{"write"}, When: `input.file_path == "/etc/passwd"`, Action: Block, Reason: "passwd"},
 	)
-	// Corrupt the program of the write rule: a policy compiled for Bash never touches it.
-	s.Rules[1].Program = "!!not base64!!"
+	// Break the write rule's expression (in memory, past the digest): a policy compiled for
+	// Bash never compiles it.
+	s.Rules[1].When = `input.file_path ==`
 	p, errs := CompileFor(s, "Bash", "")
 	if len(errs) != 0 {
 		t.Fatalf("CompileFor(Bash) compiled the write rule: %v", errs)
@@ -332,19 +333,19 @@ func TestCompileForCompilesOnlyMatchingRules(t *testing.T) {
 	if d := Decide(p, nil, &Call{Tool: "Write", Input: map[string]any{"file_path": "/etc/passwd"}}); d.Verdict != Block || d.Code != CodeGateCrashed {
 		t.Fatalf("a policy compiled for Bash must refuse other tools, got %+v", d)
 	}
-	// Compiled for Write, the corrupt program is decoded only when the prefilter cannot rule
-	// the rule out; then the rule errors and blocks under Fail.
+	// Compiled for Write, the broken expression is compiled only when the prefilter cannot
+	// rule the rule out; then the rule errors and blocks under Fail.
 	p, _ = CompileFor(s, "Write", "")
 	if d := Decide(p, nil, &Call{Tool: "Write", Input: map[string]any{"file_path": "/etc/passwd"}}); d.Verdict != Block || d.Code != CodeRuleError {
-		t.Fatalf("a rule whose program does not decode must block under Fail, got %+v", d)
+		t.Fatalf("a rule that does not compile must block under Fail, got %+v", d)
 	}
-	// A path the prefilter proves unequal to /etc/passwd cannot match, program or not.
+	// A path the prefilter proves unequal to /etc/passwd cannot match, compiled or not.
 	if d := Decide(p, nil, &Call{Tool: "Write", Input: map[string]any{"file_path": "/tmp/x"}}); d.Verdict != Allow {
 		t.Fatalf("got %+v", d)
 	}
 	// Compile (the confirmer's eager path) reports the corrupt program up front.
 	if _, errs := Compile(s); len(errs) == 0 {
-		t.Fatal("Compile did not report the corrupt program")
+		t.Fatal("Compile did not report the broken expression")
 	}
 }
 

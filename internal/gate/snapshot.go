@@ -31,11 +31,8 @@ type Rule struct {
 	Action Verdict  `json:"action"`
 	Reason string   `json:"reason,omitempty"`
 	Code   string   `json:"code,omitempty"`
-	// Program is the type-checked CEL expression of When (base64 of a deterministic
-	// google.api.expr.v1alpha1.CheckedExpr), so the hook evaluates without parsing. The digest
-	// covers it with When; a snapshot without it is compiled from When.
-	Program string `json:"program,omitempty"`
-	// Prefilter is derived from Program when the snapshot is built (see Prefilter).
+	// Prefilter is derived from When when the snapshot is built (see Prefilter), so the hook
+	// can rule the rule out without compiling CEL. The digest covers it with When.
 	Prefilter *Prefilter `json:"prefilter,omitempty"`
 }
 
@@ -50,7 +47,9 @@ type PolicyMeta struct {
 }
 
 // Snapshot is the versioned, self-describing rules snapshot. Digest covers the canonical
-// encoding of every other field (see canonical).
+// encoding of every other field: the file as Encode writes it, without the digest member (see
+// canonical). Verifying the bytes themselves, rather than a re-encoding of what was decoded,
+// is both stricter and cheaper for the hook.
 type Snapshot struct {
 	APIVersion    string        `json:"apiVersion"`
 	Kind          string        `json:"kind"`
@@ -67,17 +66,17 @@ type Snapshot struct {
 }
 
 // BuildSnapshot builds the snapshot of a rule list and its policy metadata: it validates and
-// compiles every rule (the error is FieldErrors when one does not), records the compiled
-// programs, and sets the digest.
+// compiles every rule (the error is FieldErrors when one does not), records their prefilters,
+// and sets the digest.
 func BuildSnapshot(meta PolicyMeta, rules []Rule) (*Snapshot, error) {
 	if errs := ValidateRules(rules); len(errs) > 0 {
 		return nil, errs
 	}
-	compiled, errs := compilePrograms(rules)
+	filtered, errs := withPrefilters(rules)
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	return assemble(meta, compiled)
+	return assemble(meta, filtered)
 }
 
 func assemble(meta PolicyMeta, rules []Rule) (*Snapshot, error) {
@@ -125,7 +124,8 @@ func BuildInvalidSnapshot(meta PolicyMeta, reason string) (*Snapshot, error) {
 	return s, nil
 }
 
-// Encode returns the snapshot as the file the bootstrap ConfigMap carries: indented JSON.
+// Encode returns the snapshot as the file the bootstrap ConfigMap carries: indented JSON with
+// the digest as its last member.
 func (s *Snapshot) Encode() ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -137,18 +137,12 @@ func (s *Snapshot) Encode() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// canonical is the encoding the digest covers: compact JSON of every field but the digest, in
-// the declared field order, without HTML escaping, newline-terminated.
+// canonical is the encoding the digest covers: Encode's output for every field but the digest,
+// in the declared field order, without HTML escaping, newline-terminated.
 func (s *Snapshot) canonical() ([]byte, error) {
 	c := *s
 	c.Digest = ""
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&c); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return c.Encode()
 }
 
 func (s *Snapshot) computeDigest() (string, error) {
@@ -156,8 +150,33 @@ func (s *Snapshot) computeDigest() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	return digestOf(b), nil
+}
+
+func digestOf(canonical []byte) string {
+	sum := sha256.Sum256(canonical)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// digestMember is how Encode writes the digest: the last member of the top-level object.
+const (
+	digestMember = ",\n  \"digest\": \""
+	fileEnd      = "\n}\n"
+)
+
+// splitDigest returns the canonical bytes of an encoded snapshot and the digest it claims.
+func splitDigest(data []byte) (canonical []byte, digest string, ok bool) {
+	i := bytes.LastIndex(data, []byte(digestMember))
+	if i < 0 {
+		return nil, "", false
+	}
+	rest := data[i+len(digestMember):]
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 || string(rest[end+1:]) != fileEnd {
+		return nil, "", false
+	}
+	canonical = append(append(make([]byte, 0, i+len(fileEnd)), data[:i]...), fileEnd...)
+	return canonical, string(rest[:end]), true
 }
 
 // checkShape checks what a snapshot must hold to be evaluated at all.
@@ -210,11 +229,11 @@ func LoadSnapshot(data []byte, workspace string) (*Snapshot, error) {
 	if err := s.checkShape(); err != nil {
 		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot is malformed: " + err.Error()}
 	}
-	want, err := s.computeDigest()
-	if err != nil {
-		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot cannot be encoded: " + err.Error()}
+	canonical, claimed, ok := splitDigest(data)
+	if !ok || claimed != s.Digest {
+		return nil, &SnapshotError{CodeSnapshotUnverified, "the policy snapshot does not end with its digest as the operator writes it"}
 	}
-	if s.Digest != want {
+	if want := digestOf(canonical); s.Digest != want {
 		return nil, &SnapshotError{CodeSnapshotUnverified, fmt.Sprintf("the policy snapshot digest %q does not match its content", s.Digest)}
 	}
 	if workspace != "" && s.WorkspaceID != workspace {
