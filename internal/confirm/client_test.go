@@ -55,7 +55,11 @@ func newTestClient(t *testing.T, rec *recorder, opts ClientOptions) (*Client, *[
 	opts.BaseURL = srv.URL
 	opts.APIKeyFile = keyPath
 	opts.now = func() time.Time { return clock }
-	opts.sleep = func(_ context.Context, d time.Duration) error { slept = append(slept, d); clock = clock.Add(d); return nil }
+	opts.sleep = func(_ context.Context, d time.Duration) error {
+		slept = append(slept, d)
+		clock = clock.Add(d)
+		return nil
+	}
 	opts.jitter = func() float64 { return 0 }
 	c, err := NewClient(opts)
 	if err != nil {
