@@ -1,0 +1,283 @@
+package confirm
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Reconnect backoff of a session stream: from 0.5 s, doubling to 10 s, reset by any event.
+const (
+	minReconnect = 500 * time.Millisecond
+	maxReconnect = 10 * time.Second
+)
+
+// Watcher discovers the active sessions of the configured agents and keeps each one answered:
+// it streams up to MaxStreams sessions at a time, re-lists after every (re)connect, and polls
+// the rest (and every session, as a safety net) each PollInterval.
+type Watcher struct {
+	Confirmer    *Confirmer
+	AgentIDs     []string
+	PollInterval time.Duration
+	// IdleTimeout drops a stream that sends nothing, not even a ping, for that long.
+	IdleTimeout time.Duration
+	// MaxStreams bounds the concurrent streams.
+	MaxStreams int
+	// OnReconnect is called for every stream reconnect (metrics).
+	OnReconnect func()
+
+	mu       sync.Mutex
+	watching map[string]bool
+	streams  int
+	wg       sync.WaitGroup
+}
+
+// Run watches until ctx ends, then waits for every session watch to finish.
+func (w *Watcher) Run(ctx context.Context) error {
+	if w.PollInterval <= 0 {
+		w.PollInterval = 10 * time.Second
+	}
+	if w.IdleTimeout <= 0 {
+		w.IdleTimeout = 90 * time.Second
+	}
+	if w.MaxStreams <= 0 {
+		w.MaxStreams = 256
+	}
+	w.watching = map[string]bool{}
+	defer w.wg.Wait()
+	ticker := time.NewTicker(w.PollInterval)
+	defer ticker.Stop()
+	for {
+		w.discover(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// discover lists the running and idle sessions of each agent; new ones are streamed when a
+// stream slot is free, and the others are answered by this poll.
+func (w *Watcher) discover(ctx context.Context) {
+	log := w.Confirmer.Log
+	for _, agent := range w.AgentIDs {
+		sessions, err := w.Confirmer.Client.ListSessions(ctx, ListSessionsParams{AgentID: agent, Statuses: []string{"running", "idle", "rescheduling"}, Limit: 100})
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Error(err, "listing sessions", "agent", agent)
+			}
+			continue
+		}
+		for _, s := range sessions {
+			if w.startWatch(ctx, s.ID) {
+				continue
+			}
+			if _, err := w.Confirmer.AnswerSession(ctx, s.ID); err != nil && ctx.Err() == nil {
+				log.Error(err, "answering session", "session", s.ID)
+			}
+		}
+	}
+}
+
+// startWatch starts streaming a session if it is not watched yet and a slot is free. It
+// reports whether the session is (now) watched.
+func (w *Watcher) startWatch(ctx context.Context, id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watching[id] {
+		return true
+	}
+	if w.streams >= w.MaxStreams {
+		return false
+	}
+	w.watching[id] = true
+	w.streams++
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.watch(ctx, id)
+		w.mu.Lock()
+		delete(w.watching, id)
+		w.streams--
+		w.mu.Unlock()
+		w.Confirmer.Forget(id)
+	}()
+	return true
+}
+
+// watch streams one session until it ends, reconnecting with backoff.
+func (w *Watcher) watch(ctx context.Context, id string) {
+	log := w.Confirmer.Log.WithValues("session", id)
+	backoff := minReconnect
+	for ctx.Err() == nil {
+		ended, gotEvent, err := w.streamOnce(ctx, id)
+		if ended || ctx.Err() != nil {
+			return
+		}
+		if IsFatal4xx(err) {
+			log.Error(err, "stopping the watch of the session")
+			return
+		}
+		if gotEvent {
+			backoff = minReconnect
+		}
+		log.V(1).Info("reconnecting the session stream", "after", backoff, "error", errString(err))
+		if w.OnReconnect != nil {
+			w.OnReconnect()
+		}
+		if sleepCtx(ctx, backoff) != nil {
+			return
+		}
+		backoff = min(2*backoff, maxReconnect)
+	}
+}
+
+type streamItem struct {
+	ev  Event
+	err error
+}
+
+// streamOnce opens the stream, answers what the history holds (events emitted between
+// connecting and listing arrive on the stream, and duplicates are harmless), then answers on
+// every tool use and requires-action idle, and when a held Ask reaches its deadline.
+func (w *Watcher) streamOnce(ctx context.Context, id string) (ended, gotEvent bool, err error) {
+	stream, err := w.Confirmer.Client.StreamEvents(ctx, id, w.IdleTimeout)
+	if err != nil {
+		return false, false, err
+	}
+	defer stream.Close()
+	items := make(chan streamItem)
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	go func() {
+		for {
+			ev, err := stream.Next()
+			select {
+			case items <- streamItem{ev, err}:
+			case <-readCtx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	var deadline *time.Timer
+	var deadlineC <-chan time.Time
+	answer := func() error {
+		out, err := w.Confirmer.AnswerSession(ctx, id)
+		if deadline != nil {
+			deadline.Stop()
+			deadlineC = nil
+		}
+		if !out.NextDeadline.IsZero() {
+			deadline = time.NewTimer(max(time.Until(out.NextDeadline), 0))
+			deadlineC = deadline.C
+		}
+		return err
+	}
+	if err := answer(); err != nil {
+		return false, false, err
+	}
+	poll := time.NewTicker(w.PollInterval)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, gotEvent, ctx.Err()
+		case <-deadlineC:
+			if err := answer(); err != nil {
+				return false, gotEvent, err
+			}
+		case <-poll.C:
+			if err := answer(); err != nil {
+				return false, gotEvent, err
+			}
+		case it := <-items:
+			if it.err != nil {
+				return false, gotEvent, it.err
+			}
+			gotEvent = true
+			switch it.ev.Type {
+			case TypeStatusTerminated, TypeDeleted:
+				return true, true, nil
+			case TypeToolUse, TypeMCPToolUse, TypeStatusIdle:
+				if err := answer(); err != nil {
+					return false, true, err
+				}
+			}
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// Queue feeds sessions to be answered (from webhooks) to a bounded set of workers; a session
+// already queued is not queued twice.
+type Queue struct {
+	Confirmer *Confirmer
+
+	ch     chan string
+	mu     sync.Mutex
+	queued map[string]bool
+}
+
+// NewQueue returns a queue holding at most size sessions.
+func NewQueue(c *Confirmer, size int) *Queue {
+	return &Queue{Confirmer: c, ch: make(chan string, size), queued: map[string]bool{}}
+}
+
+// ErrQueueFull is returned when the queue cannot take another session.
+var ErrQueueFull = errors.New("the answering queue is full")
+
+// Add queues a session; it never blocks.
+func (q *Queue) Add(id string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.queued[id] {
+		return nil
+	}
+	select {
+	case q.ch <- id:
+		q.queued[id] = true
+		return nil
+	default:
+		return ErrQueueFull
+	}
+}
+
+// Run answers queued sessions with n workers until ctx ends; in-flight answers finish.
+func (q *Queue) Run(ctx context.Context, n int) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case id := <-q.ch:
+					q.mu.Lock()
+					delete(q.queued, id)
+					q.mu.Unlock()
+					// Detached from ctx, so a shutdown lets an in-flight confirmation finish.
+					actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+					if _, err := q.Confirmer.AnswerSession(actx, id); err != nil {
+						q.Confirmer.Log.Error(err, "answering session from webhook", "session", id)
+					}
+					cancel()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
