@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -30,9 +32,12 @@ type Confirmer struct {
 	Now func() time.Time
 	// Audit receives every decision the confirmer makes; nil logs only.
 	Audit func(AuditRecord)
+	// Metrics, when set, counts decisions, confirmations, API errors and held calls.
+	Metrics *Metrics
 
 	mu       sync.Mutex
 	sessions map[string]*sync.Mutex // one answering pass per session at a time
+	held     map[string]int         // Ask verdicts waiting, per session
 }
 
 // Outcome of answering one session.
@@ -68,6 +73,7 @@ func (c *Confirmer) AnswerSession(ctx context.Context, sessionID string) (Outcom
 		Limit: 1000,
 	})
 	if err != nil {
+		c.countAPIError(err)
 		return Outcome{}, err
 	}
 	answered := map[string]bool{}
@@ -77,6 +83,7 @@ func (c *Confirmer) AnswerSession(ctx context.Context, sessionID string) (Outcom
 		}
 	}
 	var out Outcome
+	defer func() { c.setHeld(sessionID, out.Held) }()
 	seen := map[string]bool{}
 	for _, e := range events {
 		if (e.Type != TypeToolUse && e.Type != TypeMCPToolUse) || seen[e.ID] || answered[e.ID] || !pendingPermission(e.EvaluatedPermission) {
@@ -116,8 +123,47 @@ func (c *Confirmer) sessionLock(id string) *sync.Mutex {
 // Forget drops the per-session state of a session that ended.
 func (c *Confirmer) Forget(id string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	delete(c.sessions, id)
+	c.mu.Unlock()
+	c.setHeld(id, 0)
+}
+
+func (c *Confirmer) setHeld(id string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held == nil {
+		c.held = map[string]int{}
+	}
+	if n == 0 {
+		delete(c.held, id)
+	} else {
+		c.held[id] = n
+	}
+	if c.Metrics != nil {
+		total := 0
+		for _, v := range c.held {
+			total += v
+		}
+		c.Metrics.PendingHuman.Set(float64(total))
+	}
+}
+
+func (c *Confirmer) countAPIError(err error) {
+	if c.Metrics == nil {
+		return
+	}
+	status := 0
+	var ae *APIError
+	if errors.As(err, &ae) {
+		status = ae.Status
+	}
+	c.Metrics.APIErrors.WithLabelValues(strconv.Itoa(status)).Inc()
+}
+
+func (c *Confirmer) countConfirmation(result string) {
+	if c.Metrics != nil {
+		c.Metrics.Confirmations.WithLabelValues(result).Inc()
+	}
 }
 
 // answer decides one pending call and sends its confirmation, or holds an Ask until the
@@ -130,8 +176,13 @@ func (c *Confirmer) answer(ctx context.Context, sessionID string, e Event) (conf
 		}
 	}
 	call := &gate.Call{Tool: e.Name, Server: e.MCPServerName, Input: gate.RenderInput(input), Surface: gate.SurfaceManagedAgents, Session: sessionID}
+	start := time.Now()
 	d := c.Gate.Decide(call)
-	c.audit(sessionID, e, d)
+	if c.Metrics != nil {
+		c.Metrics.DecisionLatency.WithLabelValues(call.Surface).Observe(time.Since(start).Seconds())
+		c.Metrics.Decisions.WithLabelValues(call.Surface, string(d.Verdict)).Inc()
+	}
+	c.audit(call, e, d)
 
 	var conf ToolConfirmation
 	switch d.Verdict {
@@ -152,12 +203,16 @@ func (c *Confirmer) answer(ctx context.Context, sessionID string, e Event) (conf
 		conf = Confirm(e.ID, false, fmt.Sprintf("%sno human approved this call within %s (%s)", gate.RefusalPrefix, c.Deadline, d.Reason))
 	}
 	if err := c.Client.SendEvents(ctx, sessionID, conf); err != nil {
+		c.countAPIError(err)
 		if IsFatal4xx(err) && c.alreadyAnswered(ctx, sessionID, e.ID) {
 			// Another replica or a human answered first: the call is done.
+			c.countConfirmation("already_answered")
 			return true, time.Time{}, nil
 		}
+		c.countConfirmation("error")
 		return false, time.Time{}, fmt.Errorf("confirming %s in %s: %w", e.ID, sessionID, err)
 	}
+	c.countConfirmation(conf.Result)
 	c.Log.V(1).Info("confirmed tool use", "session", sessionID, "toolUse", e.ID, "result", conf.Result, "incident", d.IncidentID)
 	return true, time.Time{}, nil
 }
@@ -191,13 +246,19 @@ type AuditRecord struct {
 	InputSHA256                                                                        string
 }
 
-func (c *Confirmer) audit(sessionID string, e Event, d gate.Decision) {
-	sum := sha256.Sum256(e.Input)
-	rec := AuditRecord{
-		IncidentID: d.IncidentID, Surface: gate.SurfaceManagedAgents, Tool: gate.CanonicalToolName(e.Name, e.MCPServerName),
+// auditOf builds the audit record of a decision from the call and its raw input.
+func auditOf(d gate.Decision, c *gate.Call, rawInput []byte) AuditRecord {
+	sum := sha256.Sum256(rawInput)
+	return AuditRecord{
+		IncidentID: d.IncidentID, Surface: c.Surface, Tool: gate.CanonicalToolName(c.Tool, c.Server),
 		Verdict: string(d.Verdict), Rule: d.Rule, Code: d.Code, SnapshotDigest: d.SnapshotDigest,
-		Session: sessionID, ToolUseID: e.ID, InputBytes: len(e.Input), InputSHA256: hex.EncodeToString(sum[:]),
+		Session: c.Session, InputBytes: len(rawInput), InputSHA256: hex.EncodeToString(sum[:]),
 	}
+}
+
+func (c *Confirmer) audit(call *gate.Call, e Event, d gate.Decision) {
+	rec := auditOf(d, call, e.Input)
+	rec.ToolUseID = e.ID
 	c.Log.Info("decision", "incidentId", rec.IncidentID, "surface", rec.Surface, "tool", rec.Tool, "verdict", rec.Verdict,
 		"rule", rec.Rule, "code", rec.Code, "snapshotDigest", rec.SnapshotDigest, "session", rec.Session, "toolUseId", rec.ToolUseID,
 		"inputBytes", rec.InputBytes, "inputSha256", rec.InputSHA256)

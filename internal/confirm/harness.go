@@ -1,0 +1,214 @@
+package confirm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+// The harness and workflow responders (specs/harness-workflow-wire.md §1.6-1.8, §2, §3).
+
+// pendingApproval is one approval to decide, in either form the harness produces: a
+// tool-approval-request stream part (toolCall.input is an object) or a suspended-session row
+// HarnessV1PendingToolApproval (input is the raw JSON text).
+type pendingApproval struct {
+	// Stream part.
+	Type       string    `json:"type,omitempty"`
+	ApprovalID string    `json:"approvalId"`
+	ToolCall   *toolCall `json:"toolCall,omitempty"`
+	// isAutomatic, reason and signature may ride along on a stream part; they do not change
+	// the decision.
+	IsAuto    *bool   `json:"isAutomatic,omitempty"`
+	Reason    *string `json:"reason,omitempty"`
+	Signature *string `json:"signature,omitempty"`
+
+	// Suspended-session row.
+	ToolCallID       string          `json:"toolCallId,omitempty"`
+	ToolName         string          `json:"toolName,omitempty"`
+	Input            json.RawMessage `json:"input,omitempty"`
+	Kind             string          `json:"kind,omitempty"`
+	ProviderExecuted *bool           `json:"providerExecuted,omitempty"`
+	NativeName       string          `json:"nativeName,omitempty"`
+}
+
+type toolCall struct {
+	Type             string          `json:"type"`
+	ToolCallID       string          `json:"toolCallId"`
+	ToolName         string          `json:"toolName"`
+	Input            json.RawMessage `json:"input"`
+	ProviderExecuted *bool           `json:"providerExecuted,omitempty"`
+}
+
+// toolApprovalResponse is provider-utils' ToolApprovalResponse.
+type toolApprovalResponse struct {
+	Type             string `json:"type"`
+	ApprovalID       string `json:"approvalId"`
+	Approved         bool   `json:"approved"`
+	Reason           string `json:"reason,omitempty"`
+	ProviderExecuted *bool  `json:"providerExecuted,omitempty"`
+}
+
+// continuation is the dual shape: a ToolApprovalResponse at the top level (what harness
+// 1.0.122 takes) plus approvalResponse and toolCall (what 1.0.40 took).
+type continuation struct {
+	toolApprovalResponse
+	ApprovalResponse toolApprovalResponse `json:"approvalResponse"`
+	ToolCall         toolCall             `json:"toolCall"`
+	IncidentID       string               `json:"incidentId"`
+}
+
+type heldApproval struct {
+	ApprovalID string `json:"approvalId"`
+	ToolCallID string `json:"toolCallId"`
+	ToolName   string `json:"toolName"`
+	Reason     string `json:"reason"`
+	IncidentID string `json:"incidentId"`
+}
+
+type approvalsRequest struct {
+	PendingApprovals []pendingApproval `json:"pendingApprovals"`
+	Session          string            `json:"session,omitempty"`
+}
+
+type approvalsResponse struct {
+	ToolApprovalContinuations []continuation `json:"toolApprovalContinuations"`
+	// Pending are the Ask verdicts: they wait for a human and have no continuation.
+	Pending []heldApproval `json:"pending"`
+}
+
+// normalize returns the tool call of a pending approval in one form.
+func (p *pendingApproval) normalize() (toolCall, error) {
+	if p.ApprovalID == "" {
+		return toolCall{}, errors.New("approvalId is required")
+	}
+	if p.ToolCall != nil {
+		if p.Type != "" && p.Type != "tool-approval-request" {
+			return toolCall{}, fmt.Errorf("type %q is not tool-approval-request", p.Type)
+		}
+		tc := *p.ToolCall
+		if tc.ToolName == "" || tc.ToolCallID == "" {
+			return toolCall{}, errors.New("toolCall needs toolCallId and toolName")
+		}
+		tc.Type = "tool-call"
+		return tc, nil
+	}
+	if p.ToolName == "" || p.ToolCallID == "" {
+		return toolCall{}, errors.New("a pending row needs toolCallId and toolName")
+	}
+	input := p.Input
+	var s string
+	if json.Unmarshal(p.Input, &s) == nil {
+		input = json.RawMessage(s) // the row carries the input as raw JSON text
+		if !json.Valid(input) {
+			b, _ := json.Marshal(s)
+			input = b
+		}
+	}
+	pe := p.ProviderExecuted
+	if pe == nil {
+		v := p.Kind != "custom" // built-in rows are provider-executed unless they say otherwise
+		pe = &v
+	}
+	return toolCall{Type: "tool-call", ToolCallID: p.ToolCallID, ToolName: p.ToolName, Input: input, ProviderExecuted: pe}, nil
+}
+
+func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller string) {
+	var req approvalsRequest
+	if err := decodeStrict(r, &req); err != nil {
+		badRequest(w, err)
+		return
+	}
+	resp := approvalsResponse{ToolApprovalContinuations: []continuation{}, Pending: []heldApproval{}}
+	for i, p := range req.PendingApprovals {
+		tc, err := p.normalize()
+		if err != nil {
+			badRequest(w, fmt.Errorf("pendingApprovals[%d]: %w", i, err))
+			return
+		}
+		input, err := gate.RenderRawInput(tc.Input)
+		if err != nil {
+			input = gate.RenderInput(string(tc.Input))
+		}
+		d := a.decide(&gate.Call{Tool: tc.ToolName, Input: input, Surface: gate.SurfaceHarness, Session: req.Session}, caller, len(tc.Input))
+		if d.Verdict == gate.Ask {
+			resp.Pending = append(resp.Pending, heldApproval{ApprovalID: p.ApprovalID, ToolCallID: tc.ToolCallID, ToolName: tc.ToolName, Reason: d.Reason, IncidentID: d.IncidentID})
+			continue
+		}
+		tar := toolApprovalResponse{Type: "tool-approval-response", ApprovalID: p.ApprovalID, Approved: d.Verdict == gate.Allow, ProviderExecuted: tc.ProviderExecuted}
+		if d.Verdict == gate.Block {
+			tar.Reason = d.Message
+		} else {
+			tar.Reason = d.Reason
+		}
+		resp.ToolApprovalContinuations = append(resp.ToolApprovalContinuations, continuation{
+			toolApprovalResponse: tar, ApprovalResponse: tar, ToolCall: tc, IncidentID: d.IncidentID,
+		})
+	}
+	writeJSONStatus(w, http.StatusOK, resp)
+}
+
+// needsApprovalRequest is POST /v1/workflow/needs-approval: the arguments of a workflow
+// tool's needsApproval(input, {toolCallId}).
+type needsApprovalRequest struct {
+	ToolName   string          `json:"toolName"`
+	ToolCallID string          `json:"toolCallId,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Session    string          `json:"session,omitempty"`
+	// OnAllow is auto (Allow needs no approval) or human (every call still goes to a human).
+	OnAllow string `json:"onAllow,omitempty"`
+}
+
+// fatalError is the body of a refusal: FatalError.is() accepts it in workflow 4.x (name) and
+// 5.x (name or fatal).
+type fatalError struct {
+	Name       string `json:"name"`
+	Fatal      bool   `json:"fatal"`
+	Message    string `json:"message"`
+	Reason     string `json:"reason"`
+	Code       string `json:"code,omitempty"`
+	IncidentID string `json:"incidentId"`
+}
+
+// retryableCodes are the gate's own failures that a retry can cure: the snapshot may arrive
+// or be repaired, and a crash may not repeat. The durable step retries on 503.
+var retryableCodes = map[string]bool{
+	gate.CodeGateCrashed: true, gate.CodeSnapshotMissing: true, gate.CodeSnapshotCorrupt: true, gate.CodeSnapshotUnverified: true,
+}
+
+func (a *API) needsApproval(w http.ResponseWriter, r *http.Request, caller string) {
+	var req needsApprovalRequest
+	if err := decodeStrict(r, &req); err != nil {
+		badRequest(w, err)
+		return
+	}
+	if req.ToolName == "" {
+		badRequest(w, errors.New("toolName is required"))
+		return
+	}
+	if req.OnAllow != "" && req.OnAllow != "auto" && req.OnAllow != "human" {
+		badRequest(w, fmt.Errorf("onAllow %q is not auto or human", req.OnAllow))
+		return
+	}
+	input, err := gate.RenderRawInput(req.Input)
+	if err != nil {
+		badRequest(w, fmt.Errorf("input is not JSON: %w", err))
+		return
+	}
+	d := a.decide(&gate.Call{Tool: req.ToolName, Input: input, Surface: gate.SurfaceWorkflow, Session: req.Session}, caller, len(req.Input))
+	switch d.Verdict {
+	case gate.Allow:
+		writeJSONStatus(w, http.StatusOK, map[string]any{"needsApproval": req.OnAllow == "human", "incidentId": d.IncidentID})
+	case gate.Ask:
+		writeJSONStatus(w, http.StatusOK, map[string]any{"needsApproval": true, "reason": d.Reason, "incidentId": d.IncidentID})
+	default:
+		body := fatalError{Name: "FatalError", Fatal: true, Message: d.Message, Reason: d.Reason, Code: d.Code, IncidentID: d.IncidentID}
+		if retryableCodes[d.Code] {
+			writeJSONStatus(w, http.StatusServiceUnavailable, map[string]any{"name": "RetryableError", "message": d.Message, "code": d.Code, "incidentId": d.IncidentID})
+			return
+		}
+		writeJSONStatus(w, http.StatusForbidden, body)
+	}
+}

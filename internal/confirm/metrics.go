@@ -1,0 +1,45 @@
+package confirm
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics of the confirmer and the gate HTTP API. Labels are bounded: surfaces, verdicts,
+// results and HTTP status codes.
+type Metrics struct {
+	Decisions       *prometheus.CounterVec
+	DecisionLatency *prometheus.HistogramVec
+	Confirmations   *prometheus.CounterVec
+	APIErrors       *prometheus.CounterVec
+	Reconnects      prometheus.Counter
+	PendingHuman    prometheus.Gauge
+	SnapshotReloads *prometheus.CounterVec
+}
+
+// NewMetrics registers the metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_decisions_total", Help: "Gate decisions, by surface and verdict.",
+		}, []string{"surface", "verdict"}),
+		DecisionLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gate_decision_duration_seconds", Help: "Time to decide one call, by surface.",
+			Buckets: []float64{1e-6, 5e-6, 2e-5, 1e-4, 5e-4, 2e-3, 1e-2, 5e-2},
+		}, []string{"surface"}),
+		Confirmations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "confirmer_confirmations_total", Help: "Tool confirmations sent to Managed Agents sessions, by result (allow, deny, already_answered, error).",
+		}, []string{"result"}),
+		APIErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "confirmer_api_errors_total", Help: "Errors from the Sessions API, by HTTP status (0 for stream and connection errors).",
+		}, []string{"status"}),
+		Reconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "confirmer_stream_reconnects_total", Help: "Session stream reconnects.",
+		}),
+		PendingHuman: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "confirmer_pending_human_approvals", Help: "Ask verdicts waiting for a human, as of the last pass over each session.",
+		}),
+		SnapshotReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "confirmer_snapshot_reloads_total", Help: "Snapshot reloads, by result (loaded, rejected).",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.Decisions, m.DecisionLatency, m.Confirmations, m.APIErrors, m.Reconnects, m.PendingHuman, m.SnapshotReloads)
+	return m
+}

@@ -1,0 +1,100 @@
+package confirm
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/go-logr/logr"
+
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+// Reloader keeps a Gate on the snapshot file. Kubelet updates a ConfigMap volume by swapping
+// the ..data symlink in its directory, so the directory is watched, and the file is also
+// re-checked every Interval. A new snapshot that does not verify keeps the one in force (it
+// is logged and counted); only while none was ever loaded does the failure stand, so the
+// gate refuses with its code.
+type Reloader struct {
+	Gate      *gate.Gate
+	Path      string
+	Workspace string
+	Interval  time.Duration
+	Log       logr.Logger
+	Metrics   *Metrics
+
+	mu     sync.Mutex
+	digest string
+}
+
+// Load reads the snapshot once; the first call decides whether the gate starts with a policy.
+func (r *Reloader) Load() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, err := gate.LoadSnapshotFile(r.Path, r.Workspace)
+	if err != nil {
+		if r.digest == "" {
+			// Nothing good in force yet: the failure stands, and every call is refused with it.
+			_ = r.Gate.LoadFile(r.Path)
+		}
+		r.count("rejected")
+		r.Log.Error(err, "policy snapshot not loaded; the snapshot in force stays", "path", r.Path, "inForce", r.digest)
+		return err
+	}
+	if s.Digest == r.digest {
+		return nil
+	}
+	p, errs := gate.Compile(s)
+	if len(errs) > 0 {
+		r.Log.Error(errs, "some rules of the new snapshot do not compile; they block under failurePolicy Fail", "digest", s.Digest)
+	}
+	r.Gate.Swap(p)
+	r.digest = s.Digest
+	r.count("loaded")
+	r.Log.Info("policy snapshot in force", "digest", s.Digest, "policy", s.Policy, "generation", s.Generation, "rules", len(s.Rules))
+	return nil
+}
+
+// Digest is the digest of the snapshot in force, "" when none was loaded.
+func (r *Reloader) Digest() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.digest
+}
+
+func (r *Reloader) count(result string) {
+	if r.Metrics != nil {
+		r.Metrics.SnapshotReloads.WithLabelValues(result).Inc()
+	}
+}
+
+// Run reloads on changes until ctx ends.
+func (r *Reloader) Run(ctx context.Context) error {
+	if r.Interval <= 0 {
+		r.Interval = 10 * time.Second
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if err := w.Add(filepath.Dir(r.Path)); err != nil {
+		r.Log.Error(err, "cannot watch the snapshot directory; polling only", "dir", filepath.Dir(r.Path))
+	}
+	tick := time.NewTicker(r.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.Events:
+			_ = r.Load()
+		case err := <-w.Errors:
+			r.Log.Error(err, "watching the snapshot directory")
+		case <-tick.C:
+			_ = r.Load()
+		}
+	}
+}
