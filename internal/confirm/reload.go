@@ -83,6 +83,7 @@ func (r *Reloader) Run(ctx context.Context) error {
 	if err := w.Add(filepath.Dir(r.Path)); err != nil {
 		r.Log.Error(err, "cannot watch the snapshot directory; polling only", "dir", filepath.Dir(r.Path))
 	}
+	_ = r.Load() // a change made before the watch was in place is not missed
 	tick := time.NewTicker(r.Interval)
 	defer tick.Stop()
 	for {

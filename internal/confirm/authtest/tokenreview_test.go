@@ -1,0 +1,103 @@
+// Package authtest checks the gate API's authentication against a real kube-apiserver
+// (envtest): ServiceAccount tokens issued by TokenRequest are reviewed with TokenReview.
+package authtest
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/intutic/gate-operator/internal/confirm"
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+func TestTokenReviewAuthentication(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join("..", "..", "..", "bin", "k8s", "v1.37.2")
+	}
+	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
+		t.Fatalf("no kube-apiserver in %s: run `make envtest-assets` (or `make test`)", assets)
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	token := func(ns, name string) string {
+		t.Helper()
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+			t.Fatal(err)
+		}
+		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	allowed, other := token("agents", "orchestrator"), token("agents", "intruder")
+
+	s, _ := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/p"}, nil)
+	data, _ := s.Encode()
+	g := gate.New("")
+	if err := g.Load(data); err != nil {
+		t.Fatal(err)
+	}
+	api := &confirm.API{Gate: g, Log: logr.Discard(), Auth: &confirm.Authenticator{
+		Reviewer: cs.AuthenticationV1().TokenReviews(),
+		Allowed:  []string{"agents/orchestrator"},
+	}}
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+
+	for name, tc := range map[string]struct {
+		token  string
+		status int
+	}{
+		"allowed ServiceAccount": {allowed, 200},
+		"other ServiceAccount":   {other, 403},
+		"forged token":           {allowed[:len(allowed)-4] + "AAAA", 401},
+		"no token":               {"", 401},
+	} {
+		t.Run(name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", srv.URL+"/v1/guard", strings.NewReader(`{"tool":"read","input":{"file_path":"x"}}`))
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, tc.status)
+			}
+			if strings.Contains(string(body), tc.token) && tc.token != "" {
+				t.Fatal("the response echoes the token")
+			}
+		})
+	}
+}

@@ -1,0 +1,103 @@
+package confirm
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+// kubeletVolume lays out a ConfigMap volume as kubelet does: the key is a symlink to
+// ..data/<key>, and ..data is a symlink to a timestamped directory that an update replaces
+// atomically.
+type kubeletVolume struct {
+	dir string
+	n   int
+}
+
+func (v *kubeletVolume) publish(t *testing.T, key string, data []byte) {
+	t.Helper()
+	v.n++
+	ts := filepath.Join(v.dir, "..2026_12_01_00_00_0"+string(rune('0'+v.n)))
+	if err := os.MkdirAll(ts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ts, key), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(v.dir, "..data_tmp")
+	os.Remove(tmp)
+	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(v.dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(v.dir, key)
+	if _, err := os.Lstat(link); os.IsNotExist(err) {
+		if err := os.Symlink(filepath.Join("..data", key), link); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func snapshotBytes(t *testing.T, reason string) ([]byte, string) {
+	t.Helper()
+	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/p", Generation: 1}, []gate.Rule{{Name: "r", Tools: []string{"bash"}, Action: gate.Block, Reason: reason}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := s.Encode()
+	return b, s.Digest
+}
+
+func TestReloaderFollowsTheSymlinkSwap(t *testing.T) {
+	vol := &kubeletVolume{dir: t.TempDir()}
+	first, firstDigest := snapshotBytes(t, "first")
+	vol.publish(t, gate.SnapshotFileName, first)
+
+	g := gate.New("")
+	r := &Reloader{Gate: g, Path: filepath.Join(vol.dir, gate.SnapshotFileName), Interval: 200 * time.Millisecond, Log: logr.Discard()}
+	if err := r.Load(); err != nil || r.Digest() != firstDigest {
+		t.Fatalf("%v %s", err, r.Digest())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	second, secondDigest := snapshotBytes(t, "second")
+	vol.publish(t, gate.SnapshotFileName, second)
+	waitFor(t, func() bool { return r.Digest() == secondDigest })
+	if d := g.Decide(&gate.Call{Tool: "bash", Input: map[string]any{}}); d.Reason != "second" {
+		t.Fatalf("decision %+v", d)
+	}
+
+	// A bad update keeps the snapshot in force.
+	vol.publish(t, gate.SnapshotFileName, []byte(`{"apiVersion":"tampered"`))
+	if err := r.Load(); err == nil {
+		t.Fatal("a tampered snapshot loaded")
+	}
+	if r.Digest() != secondDigest {
+		t.Fatal("a bad snapshot replaced the good one")
+	}
+	if d := g.Decide(&gate.Call{Tool: "bash", Input: map[string]any{}}); d.Reason != "second" {
+		t.Fatalf("decision %+v", d)
+	}
+}
+
+func TestReloaderWithoutAGoodSnapshotRefuses(t *testing.T) {
+	g := gate.New("")
+	r := &Reloader{Gate: g, Path: filepath.Join(t.TempDir(), gate.SnapshotFileName), Log: logr.Discard()}
+	if err := r.Load(); err == nil {
+		t.Fatal("a missing snapshot loaded")
+	}
+	if d := g.Decide(&gate.Call{Tool: "read", Input: map[string]any{}}); d.Verdict != gate.Block || d.Code != gate.CodeSnapshotMissing {
+		t.Fatalf("decision %+v", d)
+	}
+}
