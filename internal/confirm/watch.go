@@ -74,7 +74,10 @@ func (w *Watcher) discover(ctx context.Context) {
 			if w.startWatch(ctx, s.ID) {
 				continue
 			}
-			if _, err := w.Confirmer.AnswerSession(ctx, s.ID); err != nil && ctx.Err() == nil {
+			actx, cancel := detached(ctx)
+			_, err := w.Confirmer.AnswerSession(actx, s.ID)
+			cancel()
+			if err != nil && ctx.Err() == nil {
 				log.Error(err, "answering session", "session", s.ID)
 			}
 		}
@@ -168,7 +171,9 @@ func (w *Watcher) streamOnce(ctx context.Context, id string) (ended, gotEvent bo
 	var deadline *time.Timer
 	var deadlineC <-chan time.Time
 	answer := func() error {
-		out, err := w.Confirmer.AnswerSession(ctx, id)
+		actx, cancel := detached(ctx)
+		defer cancel()
+		out, err := w.Confirmer.AnswerSession(actx, id)
 		if deadline != nil {
 			deadline.Stop()
 			deadlineC = nil
@@ -211,6 +216,12 @@ func (w *Watcher) streamOnce(ctx context.Context, id string) (ended, gotEvent bo
 			}
 		}
 	}
+}
+
+// detached is ctx without its cancellation, bounded to a minute: a shutdown lets an answering
+// pass that has started finish its confirmations, and the loop stops after it.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 }
 
 func errString(err error) string {
@@ -269,8 +280,7 @@ func (q *Queue) Run(ctx context.Context, n int) {
 					q.mu.Lock()
 					delete(q.queued, id)
 					q.mu.Unlock()
-					// Detached from ctx, so a shutdown lets an in-flight confirmation finish.
-					actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+					actx, cancel := detached(ctx)
 					if _, err := q.Confirmer.AnswerSession(actx, id); err != nil {
 						q.Confirmer.Log.Error(err, "answering session from webhook", "session", id)
 					}

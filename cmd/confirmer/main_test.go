@@ -1,0 +1,179 @@
+package main
+
+// These tests build the real confirmer and run it against the in-process Sessions API fake,
+// configured the way the SessionConfirmer Deployment configures it (files, not env).
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/intutic/gate-operator/internal/confirm/anthropictest"
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "confirmer-test-")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "confirmer")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func TestConfirmerAnswersSessions(t *testing.T) {
+	const key = "sk-ant-confirmer-test"
+	fake := anthropictest.New(key)
+	defer fake.Close()
+	ids := fake.AddSession("sesn_cli", "agent_cli",
+		anthropictest.ToolUse{Name: "bash", Input: map[string]any{"command": "rm -rf /"}, Permission: "ask"},
+		anthropictest.ToolUse{Name: "read", Input: map[string]any{"file_path": "README.md"}, Permission: "ask"},
+	)
+
+	dir := t.TempDir()
+	snap, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/p", Generation: 1}, []gate.Rule{
+		{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.matches("rm\\s+-rf\\s+/")`, Action: gate.Block, Reason: "destructive command on the root filesystem"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := snap.Encode()
+	os.WriteFile(filepath.Join(dir, gate.SnapshotFileName), data, 0o644)
+	os.WriteFile(filepath.Join(dir, "harness-settings.json"), []byte(`{"permissionMode":"allow-edits"}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "api-key"), []byte(key+"\n"), 0o600)
+
+	addr := freePort(t)
+	logs := &syncBuffer{}
+	cmd := exec.Command(bin, "--listen", addr, "--insecure-no-auth",
+		"--snapshot", filepath.Join(dir, gate.SnapshotFileName),
+		"--anthropic-base-url", fake.URL, "--anthropic-api-key-file", filepath.Join(dir, "api-key"),
+		"--agent-ids", "agent_cli", "--poll-interval", "1s")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+		}
+	}()
+
+	deadline := time.Now().Add(15 * time.Second)
+	for len(fake.Confirmations("sesn_cli")) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no confirmations; logs:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	got := map[string]string{}
+	for _, c := range fake.Confirmations("sesn_cli") {
+		got[c["tool_use_id"].(string)] = fmt.Sprint(c["result"], " ", c["deny_message"])
+	}
+	if got[ids[0]] != "deny [Intutic Governance] BLOCKED: destructive command on the root filesystem" || got[ids[1]] != "allow <nil>" {
+		t.Fatalf("confirmations %v", got)
+	}
+
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready map[string]any
+	json.NewDecoder(resp.Body).Decode(&ready)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || ready["snapshotDigest"] != snap.Digest {
+		t.Fatalf("readyz %d %v", resp.StatusCode, ready)
+	}
+	resp, err = http.Post("http://"+addr+"/v1/guard", "application/json", strings.NewReader(`{"tool":"bash","input":{"command":"ls"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"verdict":"Allow"`) {
+		t.Fatalf("guard: %s", body)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("shutdown: %v\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the confirmer did not shut down")
+	}
+
+	// Audit lines are JSON, one per decision, without the input or the key.
+	if strings.Contains(logs.String(), "rm -rf") || strings.Contains(logs.String(), key) {
+		t.Fatalf("the logs carry a tool input or the API key:\n%s", logs.String())
+	}
+	decisions := 0
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "decision" {
+			decisions++
+			if rec["incidentId"] == "" || rec["inputSha256"] == "" {
+				t.Fatalf("audit line %s", line)
+			}
+		}
+	}
+	if decisions < 3 {
+		t.Fatalf("%d audit lines; logs:\n%s", decisions, logs.String())
+	}
+}
+
+// syncBuffer collects the child's output from exec's copying goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestInsecureNoAuthNeedsLoopback(t *testing.T) {
+	out, err := exec.Command(bin, "--listen", ":0", "--insecure-no-auth", "--snapshot", "/nonexistent").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--insecure-no-auth is refused") {
+		t.Fatalf("want a refusal, got %v: %s", err, out)
+	}
+}
