@@ -91,7 +91,13 @@ func NewClient(o ClientOptions) (*Client, error) {
 		jitter:     o.jitter,
 	}
 	if c.http == nil {
-		c.http = &http.Client{}
+		// Streams hold connections of their own; keep enough idle ones that lists and
+		// confirmations do not open a new connection each time.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		// Requests are small; a stream holds its connection's buffers for hours.
+		t.WriteBufferSize = 1 << 10
+		c.http = &http.Client{Transport: t}
 	}
 	if c.userAgent == "" {
 		c.userAgent = "gate-operator-confirmer"

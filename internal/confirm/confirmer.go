@@ -36,8 +36,19 @@ type Confirmer struct {
 	Metrics *Metrics
 
 	mu       sync.Mutex
-	sessions map[string]*sync.Mutex // one answering pass per session at a time
-	held     map[string]int         // Ask verdicts waiting, per session
+	sessions map[string]*sessionState
+	held     map[string]int // Ask verdicts waiting, per session
+}
+
+// sessionState serializes the answering of one session and remembers which of its calls
+// are answered, so a call seen on the stream is answered without listing the history again.
+// The history stays the authority: every list pass rebuilds the set from the confirmations it
+// shows, so a restart, another replica or a human answering are all seen.
+type sessionState struct {
+	mu       sync.Mutex
+	answered map[string]bool
+	// deadlines of the Ask verdicts being held, by tool-use id.
+	deadlines map[string]time.Time
 }
 
 // Outcome of answering one session.
@@ -64,9 +75,9 @@ func pendingPermission(p string) bool {
 // stream and webhook triggers, several replicas, and restarts do not confirm twice.
 // agent.custom_tool_use is never confirmed.
 func (c *Confirmer) AnswerSession(ctx context.Context, sessionID string) (Outcome, error) {
-	lock := c.sessionLock(sessionID)
-	lock.Lock()
-	defer lock.Unlock()
+	st := c.state(sessionID)
+	st.mu.Lock()
+	defer st.mu.Unlock()
 
 	events, err := c.Client.ListEvents(ctx, sessionID, ListEventsParams{
 		Types: []string{TypeToolUse, TypeMCPToolUse, TypeToolConfirmation},
@@ -76,48 +87,106 @@ func (c *Confirmer) AnswerSession(ctx context.Context, sessionID string) (Outcom
 		c.countAPIError(err)
 		return Outcome{}, err
 	}
-	answered := map[string]bool{}
 	for _, e := range events {
 		if e.Type == TypeToolConfirmation {
-			answered[e.ToolUseID] = true
+			st.answered[e.ToolUseID] = true
 		}
 	}
-	var out Outcome
-	defer func() { c.setHeld(sessionID, out.Held) }()
-	seen := map[string]bool{}
+	confirmed := 0
 	for _, e := range events {
-		if (e.Type != TypeToolUse && e.Type != TypeMCPToolUse) || seen[e.ID] || answered[e.ID] || !pendingPermission(e.EvaluatedPermission) {
-			continue
+		ok, err := c.consider(ctx, sessionID, st, e)
+		if ok {
+			confirmed++
 		}
-		seen[e.ID] = true // a subagent's call can be listed twice; both copies share the id
-		confirmed, deadline, err := c.answer(ctx, sessionID, e)
 		if err != nil {
+			out := st.outcome()
+			out.Confirmed = confirmed
 			return out, err
 		}
-		if confirmed {
-			out.Confirmed++
-		} else {
-			out.Held++
-			if out.NextDeadline.IsZero() || deadline.Before(out.NextDeadline) {
-				out.NextDeadline = deadline
-			}
-		}
 	}
+	out := st.outcome()
+	out.Confirmed = confirmed
+	c.setHeld(sessionID, out.Held)
 	return out, nil
 }
 
-func (c *Confirmer) sessionLock(id string) *sync.Mutex {
+// AnswerEvent handles one event seen on the stream: a pending tool use is answered at once,
+// a confirmation is remembered. It reports whether the event needs a full pass instead: a
+// requires-action idle naming a call this replica has not seen.
+func (c *Confirmer) AnswerEvent(ctx context.Context, sessionID string, e Event) (needList bool, out Outcome, err error) {
+	st := c.state(sessionID)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch e.Type {
+	case TypeToolConfirmation:
+		st.answered[e.ToolUseID] = true
+		delete(st.deadlines, e.ToolUseID)
+	case TypeToolUse, TypeMCPToolUse:
+		var ok bool
+		if ok, err = c.consider(ctx, sessionID, st, e); ok {
+			out.Confirmed = 1
+		}
+	case TypeStatusIdle:
+		if e.StopReason != nil && e.StopReason.Type == "requires_action" {
+			for _, id := range e.StopReason.EventIDs {
+				if _, held := st.deadlines[id]; !st.answered[id] && !held {
+					needList = true // possibly a call we never saw, or a custom tool use: list to know
+				}
+			}
+		}
+	}
+	confirmed := out.Confirmed
+	out = st.outcome()
+	out.Confirmed = confirmed
+	c.setHeld(sessionID, out.Held)
+	return needList, out, err
+}
+
+// consider answers e if it is a pending tool use not answered yet, and reports whether this
+// call confirmed it; st.mu is held.
+func (c *Confirmer) consider(ctx context.Context, sessionID string, st *sessionState, e Event) (bool, error) {
+	if (e.Type != TypeToolUse && e.Type != TypeMCPToolUse) || st.answered[e.ID] || !pendingPermission(e.EvaluatedPermission) {
+		return false, nil
+	}
+	if deadline, held := st.deadlines[e.ID]; held && c.now().Before(deadline) {
+		return false, nil
+	}
+	confirmed, deadline, err := c.answer(ctx, sessionID, e)
+	if err != nil {
+		return false, err
+	}
+	if confirmed {
+		st.answered[e.ID] = true
+		delete(st.deadlines, e.ID)
+	} else {
+		st.deadlines[e.ID] = deadline
+	}
+	return confirmed, nil
+}
+
+func (st *sessionState) outcome() Outcome {
+	var out Outcome
+	for _, d := range st.deadlines {
+		out.Held++
+		if out.NextDeadline.IsZero() || d.Before(out.NextDeadline) {
+			out.NextDeadline = d
+		}
+	}
+	return out
+}
+
+func (c *Confirmer) state(id string) *sessionState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sessions == nil {
-		c.sessions = map[string]*sync.Mutex{}
+		c.sessions = map[string]*sessionState{}
 	}
-	l := c.sessions[id]
-	if l == nil {
-		l = &sync.Mutex{}
-		c.sessions[id] = l
+	st := c.sessions[id]
+	if st == nil {
+		st = &sessionState{answered: map[string]bool{}, deadlines: map[string]time.Time{}}
+		c.sessions[id] = st
 	}
-	return l
+	return st
 }
 
 // Forget drops the per-session state of a session that ended.

@@ -38,7 +38,8 @@ type sseReader struct {
 
 func newSSEReader(r io.Reader) *sseReader {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), MaxSSELine)
+	// Start small: thousands of streams may be open, and the buffer grows to MaxSSELine on need.
+	sc.Buffer(make([]byte, 0, 1<<10), MaxSSELine)
 	sc.Split(splitSSELines)
 	return &sseReader{sc: sc}
 }

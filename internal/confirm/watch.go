@@ -137,82 +137,107 @@ func (w *Watcher) watch(ctx context.Context, id string) {
 	}
 }
 
-type streamItem struct {
-	ev  Event
-	err error
-}
-
 // streamOnce opens the stream, answers what the history holds (events emitted between
-// connecting and listing arrive on the stream, and duplicates are harmless), then answers on
-// every tool use and requires-action idle, and when a held Ask reaches its deadline.
+// connecting and listing arrive on the stream, and duplicates are harmless), then answers
+// each streamed tool use as it arrives, lists again when an idle names a call it has not
+// seen, and answers again every PollInterval and when a held Ask reaches its deadline.
+// The watch goroutine itself reads the stream; the timers run their passes in the timer's
+// goroutine, so an idle watched session costs one goroutine of ours.
 func (w *Watcher) streamOnce(ctx context.Context, id string) (ended, gotEvent bool, err error) {
 	stream, err := w.Confirmer.Client.StreamEvents(ctx, id, w.IdleTimeout)
 	if err != nil {
 		return false, false, err
 	}
-	defer stream.Close()
-	items := make(chan streamItem)
-	readCtx, stopReading := context.WithCancel(ctx)
-	defer stopReading()
-	go func() {
-		for {
-			ev, err := stream.Next()
-			select {
-			case items <- streamItem{ev, err}:
-			case <-readCtx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
+	var (
+		mu       sync.Mutex
+		closed   bool
+		deadline *time.Timer
+		poll     *time.Timer
+	)
+	// fail ends the stream after a failed pass, so the loop reconnects and lists again.
+	fail := func(err error) {
+		w.Confirmer.Log.Error(err, "answering session", "session", id)
+		stream.Close()
+	}
+	var answer func() error
+	schedule := func(out Outcome) {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return
 		}
-	}()
-
-	var deadline *time.Timer
-	var deadlineC <-chan time.Time
-	answer := func() error {
+		if deadline != nil {
+			deadline.Stop()
+			deadline = nil
+		}
+		if !out.NextDeadline.IsZero() {
+			deadline = time.AfterFunc(max(time.Until(out.NextDeadline), 0), func() {
+				if err := answer(); err != nil {
+					fail(err)
+				}
+			})
+		}
+	}
+	answer = func() error {
 		actx, cancel := detached(ctx)
 		defer cancel()
 		out, err := w.Confirmer.AnswerSession(actx, id)
-		if deadline != nil {
-			deadline.Stop()
-			deadlineC = nil
-		}
-		if !out.NextDeadline.IsZero() {
-			deadline = time.NewTimer(max(time.Until(out.NextDeadline), 0))
-			deadlineC = deadline.C
-		}
+		schedule(out)
 		return err
 	}
+	defer func() {
+		mu.Lock()
+		closed = true
+		if deadline != nil {
+			deadline.Stop()
+		}
+		if poll != nil {
+			poll.Stop()
+		}
+		mu.Unlock()
+		stream.Close()
+	}()
 	if err := answer(); err != nil {
 		return false, false, err
 	}
-	poll := time.NewTicker(w.PollInterval)
-	defer poll.Stop()
+	mu.Lock()
+	poll = time.AfterFunc(w.PollInterval, func() {
+		if err := answer(); err != nil {
+			fail(err)
+			return
+		}
+		mu.Lock()
+		if !closed {
+			poll.Reset(w.PollInterval)
+		}
+		mu.Unlock()
+	})
+	mu.Unlock()
+
 	for {
-		select {
-		case <-ctx.Done():
-			return false, gotEvent, ctx.Err()
-		case <-deadlineC:
-			if err := answer(); err != nil {
-				return false, gotEvent, err
+		ev, err := stream.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, gotEvent, ctx.Err()
 			}
-		case <-poll.C:
-			if err := answer(); err != nil {
-				return false, gotEvent, err
-			}
-		case it := <-items:
-			if it.err != nil {
-				return false, gotEvent, it.err
-			}
-			gotEvent = true
-			switch it.ev.Type {
-			case TypeStatusTerminated, TypeDeleted:
-				return true, true, nil
-			case TypeToolUse, TypeMCPToolUse, TypeStatusIdle:
-				if err := answer(); err != nil {
-					return false, true, err
+			return false, gotEvent, err
+		}
+		gotEvent = true
+		switch ev.Type {
+		case TypeStatusTerminated, TypeDeleted:
+			return true, true, nil
+		case TypeToolUse, TypeMCPToolUse, TypeStatusIdle, TypeToolConfirmation:
+			actx, cancel := detached(ctx)
+			needList, out, err := w.Confirmer.AnswerEvent(actx, id, ev)
+			cancel()
+			if err == nil {
+				schedule(out)
+				if needList {
+					err = answer()
 				}
+			}
+			if err != nil {
+				return false, true, err
 			}
 		}
 	}
