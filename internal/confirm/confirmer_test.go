@@ -299,3 +299,36 @@ func TestQueueDedupes(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestListStreamAndWebhookTogether answers one session from the stream (with every event
+// duplicated), from webhook-queued passes on a second replica, and from polls, all at once:
+// each call is confirmed exactly once.
+func TestListStreamAndWebhookTogether(t *testing.T) {
+	f := newFake(t)
+	f.DuplicateStreamEvents(true)
+	f.AddSession("sesn_all", "agent_1")
+	streaming := newConfirmer(t, f)
+	w := &Watcher{Confirmer: streaming, AgentIDs: []string{"agent_1"}, PollInterval: 50 * time.Millisecond, IdleTimeout: 5 * time.Second}
+	replica := newConfirmer(t, f)
+	q := NewQueue(replica, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); w.Run(ctx) }()
+	go func() { defer wg.Done(); q.Run(ctx, 4) }()
+	defer func() { cancel(); wg.Wait() }()
+
+	waitFor(t, func() bool { return streamsOpen(f, "sesn_all") >= 1 })
+	var calls []anthropictest.ToolUse
+	for i := range 10 {
+		calls = append(calls, anthropictest.ToolUse{Name: "read", Input: map[string]any{"file_path": fmt.Sprint(i)}, Permission: "ask"})
+	}
+	f.AddCalls("sesn_all", calls...)
+	for range 5 {
+		q.Add("sesn_all") // webhooks for the same session, as the sender retries
+	}
+	waitFor(t, func() bool { return len(f.Pending("sesn_all")) == 0 })
+	if got := confirmations(t, f, "sesn_all"); len(got) != 10 {
+		t.Fatalf("confirmations %v", got)
+	}
+}
