@@ -48,6 +48,7 @@ type options struct {
 	kubeconfig               string
 	leaderElect              bool
 	leaseNamespace, leaseID  string
+	identity                 string
 	webhookWorkers, queueLen int
 	shutdownGrace            time.Duration
 }
@@ -73,6 +74,7 @@ func main() {
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "run the watch loop only on the replica holding a Lease")
 	flag.StringVar(&o.leaseNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's namespace)")
 	flag.StringVar(&o.leaseID, "leader-election-id", "gate-confirmer", "name of the Lease")
+	flag.StringVar(&o.identity, "leader-election-identity", "", "this replica's identity in the Lease (default: the host name, which is the pod name)")
 	flag.IntVar(&o.webhookWorkers, "webhook-workers", 4, "workers answering sessions named by webhooks")
 	flag.IntVar(&o.queueLen, "webhook-queue", 1024, "sessions the webhook queue holds")
 	flag.DurationVar(&o.shutdownGrace, "shutdown-grace", 25*time.Second, "time given to in-flight requests and confirmations on shutdown")
@@ -164,7 +166,16 @@ func run(o options, log logr.Logger) error {
 		go func() {
 			defer wg.Done()
 			if o.leaderElect {
-				leaderLoop(ctx, kube, o, log, func(lctx context.Context) { _ = watcher.Run(lctx) })
+				ns := o.leaseNamespace
+				if ns == "" {
+					raw, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+					ns = strings.TrimSpace(string(raw))
+				}
+				id := o.identity
+				if id == "" {
+					id, _ = os.Hostname()
+				}
+				leaderLoop(ctx, kube, ns, o.leaseID, id, log, func(lctx context.Context) { _ = watcher.Run(lctx) })
 				return
 			}
 			_ = watcher.Run(ctx)
@@ -192,15 +203,9 @@ func run(o options, log logr.Logger) error {
 }
 
 // leaderLoop runs f while this replica holds the Lease, re-entering the election after a loss.
-func leaderLoop(ctx context.Context, kube kubernetes.Interface, o options, log logr.Logger, f func(context.Context)) {
-	ns := o.leaseNamespace
-	if ns == "" {
-		raw, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-		ns = strings.TrimSpace(string(raw))
-	}
-	id, _ := os.Hostname()
+func leaderLoop(ctx context.Context, kube kubernetes.Interface, ns, lease, id string, log logr.Logger, f func(context.Context)) {
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: o.leaseID, Namespace: ns},
+		LeaseMeta:  metav1.ObjectMeta{Name: lease, Namespace: ns},
 		Client:     kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}

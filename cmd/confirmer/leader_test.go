@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// TestLeaderLoop runs two replicas' election against a real API server: only one runs the
+// watch loop at a time, and the other takes over when the leader stops.
+func TestLeaderLoop(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join("..", "..", "bin", "k8s", "v1.37.2")
+	}
+	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
+		t.Fatalf("no kube-apiserver in %s: run `make envtest-assets` (or `make test`)", assets)
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agents"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	var leaders, maxLeaders atomic.Int32
+	var mu sync.Mutex
+	ran := map[string]bool{}
+	run := func(id string) func(context.Context) {
+		return func(ctx context.Context) {
+			n := leaders.Add(1)
+			for {
+				m := maxLeaders.Load()
+				if n <= m || maxLeaders.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			mu.Lock()
+			ran[id] = true
+			mu.Unlock()
+			<-ctx.Done()
+			leaders.Add(-1)
+		}
+	}
+	ctxA, stopA := context.WithCancel(context.Background())
+	ctxB, stopB := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		leaderLoop(ctxA, kube, "agents", "gate-confirmer", "replica-a", logr.Discard(), run("a"))
+	}()
+	go func() {
+		defer wg.Done()
+		leaderLoop(ctxB, kube, "agents", "gate-confirmer", "replica-b", logr.Discard(), run("b"))
+	}()
+	defer func() { stopA(); stopB(); wg.Wait() }()
+
+	waitUntil(t, 30*time.Second, func() bool { return leaders.Load() == 1 })
+	mu.Lock()
+	first := "a"
+	if ran["b"] {
+		first = "b"
+	}
+	mu.Unlock()
+	if first == "a" {
+		stopA()
+	} else {
+		stopB()
+	}
+	waitUntil(t, 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return ran["a"] && ran["b"] && leaders.Load() == 1
+	})
+	if maxLeaders.Load() != 1 {
+		t.Fatalf("%d replicas led at once", maxLeaders.Load())
+	}
+}
+
+func waitUntil(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
