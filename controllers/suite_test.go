@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,6 +40,8 @@ var (
 	k8sClient client.Client
 	resolver  = &fakeResolver{records: map[string][]bootstrap.Record{}}
 )
+
+const testConfirmerImage = "registry.example/gate-confirmer:test"
 
 // Short resolve bounds, so TTL requeues happen within a test.
 const (
@@ -73,12 +78,19 @@ func runSuite(m *testing.M) int {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = gatev1.AddToScheme(scheme)
+	managed := labels.SelectorFromSet(labels.Set{gatev1.LabelManagedBy: gatev1.ManagedByValue})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{gatev1.LabelManagedBy: gatev1.ManagedByValue})},
+			&corev1.ConfigMap{}:             {Label: managed},
+			&appsv1.Deployment{}:            {Label: managed},
+			&corev1.Service{}:               {Label: managed},
+			&corev1.ServiceAccount{}:        {Label: managed},
+			&policyv1.PodDisruptionBudget{}: {Label: managed},
+			&rbacv1.Role{}:                  {Label: managed},
+			&rbacv1.RoleBinding{}:           {Label: managed},
 		}},
 	})
 	if err != nil {
@@ -91,6 +103,14 @@ func runSuite(m *testing.M) int {
 		Resolver:   resolver,
 		MinResolve: testMinResolve,
 		MaxResolve: testMaxResolve,
+	}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := (&SessionConfirmerReconciler{
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		ConfirmerImage: testConfirmerImage,
 	}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -31,6 +34,7 @@ func main() {
 		dnsNamespace, dnsPods  string
 		resolveMin, resolveMax time.Duration
 		resolvConf, mountDir   string
+		confirmerImage         string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -41,17 +45,18 @@ func main() {
 	flag.DurationVar(&resolveMax, "resolve-max-interval", bootstrap.DefaultMaxResolveInterval, "cap of the interval at which allowed hosts are re-resolved")
 	flag.StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration whose nameservers resolve allowed hosts")
 	flag.StringVar(&mountDir, "bootstrap-mount-dir", bootstrap.DefaultMountDir, "where sandbox pods mount the bootstrap ConfigMap")
+	flag.StringVar(&confirmerImage, "confirmer-image", "ghcr.io/intutic/gate-confirmer:v0.1.0", "image of the confirmer Deployments, unless a SessionConfirmer sets spec.image")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	if err := run(metricsAddr, probeAddr, leaderElect, dnsNamespace, dnsPods, resolveMin, resolveMax, resolvConf, mountDir); err != nil {
+	if err := run(metricsAddr, probeAddr, leaderElect, dnsNamespace, dnsPods, resolveMin, resolveMax, resolvConf, mountDir, confirmerImage); err != nil {
 		ctrl.Log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
 }
 
-func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods string, resolveMin, resolveMax time.Duration, resolvConf, mountDir string) error {
+func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods string, resolveMin, resolveMax time.Duration, resolvConf, mountDir, confirmerImage string) error {
 	podLabels, err := labels.ConvertSelectorToLabelsMap(dnsPods)
 	if err != nil || len(podLabels) == 0 {
 		return fmt.Errorf("--dns-pod-labels %q is not key=value[,key=value]", dnsPods)
@@ -79,8 +84,15 @@ func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods 
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "gate-operator.gate.intutic.io",
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// Only the operator's own ConfigMaps are cached, never every ConfigMap in the cluster.
-			&corev1.ConfigMap{}: {Label: managed},
+			// Only the operator's own children are cached, never every ConfigMap, Deployment
+			// or Service in the cluster.
+			&corev1.ConfigMap{}:             {Label: managed},
+			&appsv1.Deployment{}:            {Label: managed},
+			&corev1.Service{}:               {Label: managed},
+			&corev1.ServiceAccount{}:        {Label: managed},
+			&policyv1.PodDisruptionBudget{}: {Label: managed},
+			&rbacv1.Role{}:                  {Label: managed},
+			&rbacv1.RoleBinding{}:           {Label: managed},
 		}},
 		Client: client.Options{Cache: &client.CacheOptions{
 			// Secrets are never read through a cache.
@@ -98,6 +110,13 @@ func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods 
 		Bootstrap:  bootstrap.Options{MountDir: mountDir},
 		MinResolve: resolveMin,
 		MaxResolve: resolveMax,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&controllers.SessionConfirmerReconciler{
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		ConfirmerImage: confirmerImage,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

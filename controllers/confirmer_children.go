@@ -1,0 +1,255 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+// Where the confirmer finds its files; the Secrets are mounted, never put in the environment.
+const (
+	confirmerPort      = 8080
+	anthropicMountDir  = "/etc/gate/anthropic"
+	webhookMountDir    = "/etc/gate/webhook"
+	confirmerRunAsUser = 65532
+)
+
+func confirmerLabels(sc *gatev1.SessionConfirmer) map[string]string {
+	return map[string]string{
+		gatev1.LabelManagedBy:         gatev1.ManagedByValue,
+		gatev1.LabelConfirmer:         sc.Name,
+		"app.kubernetes.io/name":      "gate-confirmer",
+		"app.kubernetes.io/instance":  sc.Name,
+		"app.kubernetes.io/component": "confirmer",
+		"app.kubernetes.io/part-of":   "gate-operator",
+	}
+}
+
+func confirmerSelector(sc *gatev1.SessionConfirmer) map[string]string {
+	return map[string]string{gatev1.LabelConfirmer: sc.Name, "app.kubernetes.io/name": "gate-confirmer"}
+}
+
+func confirmerOwner(sc *gatev1.SessionConfirmer) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().
+		WithAPIVersion(gatev1.GroupVersion.String()).
+		WithKind("SessionConfirmer").
+		WithName(sc.Name).
+		WithUID(sc.UID).
+		WithController(true).
+		WithBlockOwnerDeletion(true)
+}
+
+// confirmerArgs configures the confirmer exactly as the spec says; the demo runs the same
+// arguments as a local process.
+func confirmerArgs(sc *gatev1.SessionConfirmer, p *gatev1.HarnessAgentPolicy, mountDir string, replicas int32) []string {
+	a := sc.Spec.Anthropic
+	args := []string{
+		fmt.Sprintf("--listen=:%d", confirmerPort),
+		"--snapshot=" + path.Join(mountDir, gate.SnapshotFileName),
+		"--harness-settings=" + path.Join(mountDir, bootstrap.KeyHarnessSettings),
+		"--anthropic-base-url=" + a.BaseURL,
+		"--anthropic-api-key-file=" + path.Join(anthropicMountDir, a.APIKeySecretRef.Key),
+	}
+	if p.Spec.WorkspaceID != "" {
+		args = append(args, "--workspace="+p.Spec.WorkspaceID)
+	}
+	if a.WorkspaceID != "" {
+		args = append(args, "--anthropic-workspace-id="+a.WorkspaceID)
+	}
+	if len(sc.Spec.Sessions.AgentIDs) > 0 {
+		args = append(args, "--agent-ids="+joinIDs(sc.Spec.Sessions.AgentIDs))
+	}
+	if d := sc.Spec.Sessions.PollInterval; d != nil {
+		args = append(args, "--poll-interval="+d.Duration.String())
+	}
+	if d := sc.Spec.HumanApproval.Deadline; d != nil {
+		args = append(args, "--human-approval-deadline="+d.Duration.String())
+	}
+	var allowed []string
+	for _, s := range sc.Spec.GateAPI.AllowedServiceAccounts {
+		allowed = append(allowed, string(s))
+	}
+	if len(allowed) > 0 {
+		args = append(args, "--allowed-service-accounts="+strings.Join(allowed, ","))
+	}
+	if w := sc.Spec.Webhook; w != nil {
+		args = append(args, "--webhook-signing-key-file="+path.Join(webhookMountDir, w.SigningKeySecretRef.Key))
+	}
+	if replicas > 1 {
+		args = append(args, "--leader-elect", "--leader-election-namespace="+sc.Namespace, "--leader-election-id="+confirmerName(sc))
+	}
+	return args
+}
+
+func (r *SessionConfirmerReconciler) desiredDeployment(sc *gatev1.SessionConfirmer, p *gatev1.HarnessAgentPolicy) *appsv1ac.DeploymentApplyConfiguration {
+	name := confirmerName(sc)
+	replicas := ptr.Deref(sc.Spec.Replicas, 2)
+	image := sc.Spec.Image
+	if image == "" {
+		image = r.ConfirmerImage
+	}
+	cmName := p.Status.BootstrapConfigMap
+	if cmName == "" {
+		cmName = p.Name + "-bootstrap"
+	}
+	probe := func(p string) *corev1ac.ProbeApplyConfiguration {
+		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(p).WithPort(intstr.FromString("http"))).
+			WithPeriodSeconds(10).WithTimeoutSeconds(2)
+	}
+	volumes := []*corev1ac.VolumeApplyConfiguration{
+		corev1ac.Volume().WithName("bootstrap").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(cmName)),
+		corev1ac.Volume().WithName("anthropic").WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(sc.Spec.Anthropic.APIKeySecretRef.Name).WithDefaultMode(0o400).
+			WithItems(corev1ac.KeyToPath().WithKey(sc.Spec.Anthropic.APIKeySecretRef.Key).WithPath(sc.Spec.Anthropic.APIKeySecretRef.Key))),
+	}
+	mounts := []*corev1ac.VolumeMountApplyConfiguration{
+		corev1ac.VolumeMount().WithName("bootstrap").WithMountPath(r.MountDir).WithReadOnly(true),
+		corev1ac.VolumeMount().WithName("anthropic").WithMountPath(anthropicMountDir).WithReadOnly(true),
+	}
+	if w := sc.Spec.Webhook; w != nil {
+		ref := w.SigningKeySecretRef
+		volumes = append(volumes, corev1ac.Volume().WithName("webhook").WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(ref.Name).WithDefaultMode(0o400).WithItems(corev1ac.KeyToPath().WithKey(ref.Key).WithPath(ref.Key))))
+		mounts = append(mounts, corev1ac.VolumeMount().WithName("webhook").WithMountPath(webhookMountDir).WithReadOnly(true))
+	}
+	container := corev1ac.Container().
+		WithName("confirmer").
+		WithImage(image).
+		WithArgs(confirmerArgs(sc, p, r.MountDir, replicas)...).
+		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(confirmerPort).WithProtocol(corev1.ProtocolTCP)).
+		WithLivenessProbe(probe("/healthz")).
+		WithReadinessProbe(probe("/readyz")).
+		WithVolumeMounts(mounts...).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(false).
+			WithReadOnlyRootFilesystem(true).
+			WithRunAsNonRoot(true).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
+	if res := resourcesOf(sc.Spec.Resources); res != nil {
+		container.WithResources(res)
+	}
+	pod := corev1ac.PodSpec().
+		WithServiceAccountName(name).
+		// The token is mounted only because TokenReview and the leader-election Lease need it.
+		WithAutomountServiceAccountToken(true).
+		WithSecurityContext(corev1ac.PodSecurityContext().
+			WithRunAsNonRoot(true).
+			WithRunAsUser(confirmerRunAsUser).
+			WithRunAsGroup(confirmerRunAsUser).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithContainers(container).
+		WithVolumes(volumes...)
+	return appsv1ac.Deployment(name, sc.Namespace).
+		WithLabels(confirmerLabels(sc)).
+		WithOwnerReferences(confirmerOwner(sc)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(replicas).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(confirmerSelector(sc))).
+			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(confirmerLabels(sc)).WithSpec(pod)))
+}
+
+func resourcesOf(r corev1.ResourceRequirements) *corev1ac.ResourceRequirementsApplyConfiguration {
+	if len(r.Limits) == 0 && len(r.Requests) == 0 {
+		return nil
+	}
+	ac := corev1ac.ResourceRequirements()
+	if len(r.Limits) > 0 {
+		ac.WithLimits(r.Limits)
+	}
+	if len(r.Requests) > 0 {
+		ac.WithRequests(r.Requests)
+	}
+	return ac
+}
+
+// applyConfirmer applies every child whose live object differs from the desired one; the
+// comparison ignores what the API server defaults, so a steady state sends no write.
+func (r *SessionConfirmerReconciler) applyConfirmer(ctx context.Context, sc *gatev1.SessionConfirmer, o *confirmerObserved) error {
+	name := confirmerName(sc)
+	replicas := ptr.Deref(sc.Spec.Replicas, 2)
+	labels := confirmerLabels(sc)
+	children := []struct {
+		desired runtime.ApplyConfiguration
+		live    client.Object
+	}{
+		{corev1ac.ServiceAccount(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(confirmerOwner(sc)), &corev1.ServiceAccount{}},
+		{rbacv1ac.Role(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(confirmerOwner(sc)).
+			WithRules(rbacv1ac.PolicyRule().WithAPIGroups("coordination.k8s.io").WithResources("leases").WithVerbs("get", "create", "update")), &rbacv1.Role{}},
+		{rbacv1ac.RoleBinding(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(confirmerOwner(sc)).
+			WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
+			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(sc.Namespace)), &rbacv1.RoleBinding{}},
+		{corev1ac.Service(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(confirmerOwner(sc)).
+			WithSpec(corev1ac.ServiceSpec().WithSelector(confirmerSelector(sc)).
+				WithPorts(corev1ac.ServicePort().WithName("http").WithPort(confirmerPort).WithTargetPort(intstr.FromString("http")).WithProtocol(corev1.ProtocolTCP))), &corev1.Service{}},
+		{r.desiredDeployment(sc, o.policy), &appsv1.Deployment{}},
+	}
+	if replicas > 1 {
+		children = append(children, struct {
+			desired runtime.ApplyConfiguration
+			live    client.Object
+		}{policyv1ac.PodDisruptionBudget(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(confirmerOwner(sc)).
+			WithSpec(policyv1ac.PodDisruptionBudgetSpec().WithMinAvailable(intstr.FromInt32(1)).
+				WithSelector(metav1ac.LabelSelector().WithMatchLabels(confirmerSelector(sc)))), &policyv1.PodDisruptionBudget{}})
+	} else if o.pdb != nil && metav1.IsControlledBy(o.pdb, sc) {
+		// One replica cannot honour minAvailable 1 through a drain; the budget goes.
+		if err := r.Client.Delete(ctx, o.pdb); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	for _, c := range children {
+		if err := r.applyIfChanged(ctx, c.desired, c.live, types.NamespacedName{Namespace: sc.Namespace, Name: name}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyIfChanged server-side applies desired unless the live object already carries every
+// field it sets (DeepDerivative: fields the desired object leaves unset, such as server
+// defaults, do not count). live is an empty object of the child's type.
+func (r *SessionConfirmerReconciler) applyIfChanged(ctx context.Context, desired runtime.ApplyConfiguration, live client.Object, key types.NamespacedName) error {
+	want := live.DeepCopyObject().(client.Object)
+	err := r.Client.Get(ctx, key, live)
+	if client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	if err == nil {
+		raw, err := json.Marshal(desired)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(raw, want); err != nil {
+			return err
+		}
+		want.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+		if equality.Semantic.DeepDerivative(want, live) {
+			return nil
+		}
+	}
+	return r.Client.Apply(ctx, desired, client.FieldOwner(gatev1.FieldManager), client.ForceOwnership)
+}

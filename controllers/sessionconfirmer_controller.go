@@ -1,0 +1,165 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=gate.intutic.io,resources=sessionconfirmers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gate.intutic.io,resources=sessionconfirmers/status,verbs=get;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// SessionConfirmerReconciler runs a confirmer Deployment for each SessionConfirmer: a
+// Deployment, Service and ServiceAccount, a Role and RoleBinding for its leader-election Lease,
+// and a PodDisruptionBudget when it has more than one replica.
+type SessionConfirmerReconciler struct {
+	Client client.Client
+	// APIReader reads Secrets straight from the API server: they are checked, never cached.
+	APIReader client.Reader
+	// ConfirmerImage is the image unless the spec overrides it.
+	ConfirmerImage string
+	// MountDir is where the policy's bootstrap bundle is mounted in the confirmer.
+	MountDir string
+}
+
+// secretRecheck is how often a SessionConfirmer waiting for a Secret looks again.
+const secretRecheck = 30 * time.Second
+
+func (r *SessionConfirmerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	sc := &gatev1.SessionConfirmer{}
+	if err := r.Client.Get(ctx, req.NamespacedName, sc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	o, err := r.gatherConfirmer(ctx, sc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	deploy := o.policy != nil && len(o.missingSecrets) == 0
+	if deploy {
+		if err := r.applyConfirmer(ctx, sc, o); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := r.writeConfirmerStatus(ctx, sc, o, deploy); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(o.missingSecrets) > 0 {
+		return ctrl.Result{RequeueAfter: secretRecheck}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// confirmerObserved is what a reconcile reads.
+type confirmerObserved struct {
+	policy         *gatev1.HarnessAgentPolicy // nil when absent
+	deployment     *appsv1.Deployment         // nil when absent
+	pdb            *policyv1.PodDisruptionBudget
+	missingSecrets []string // "secret/key" that do not exist
+}
+
+func (r *SessionConfirmerReconciler) gatherConfirmer(ctx context.Context, sc *gatev1.SessionConfirmer) (*confirmerObserved, error) {
+	o := &confirmerObserved{}
+	p := &gatev1.HarnessAgentPolicy{}
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: sc.Namespace, Name: sc.Spec.PolicyRef.Name}, p); {
+	case err == nil:
+		o.policy = p
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	refs := []gatev1.SecretKeyReference{sc.Spec.Anthropic.APIKeySecretRef}
+	if sc.Spec.Webhook != nil {
+		refs = append(refs, sc.Spec.Webhook.SigningKeySecretRef)
+	}
+	for _, ref := range refs {
+		s := &corev1.Secret{}
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sc.Namespace, Name: ref.Name}, s)
+		switch {
+		case apierrors.IsNotFound(err):
+			o.missingSecrets = append(o.missingSecrets, ref.Name+"/"+ref.Key)
+		case err != nil:
+			return nil, err
+		case len(s.Data[ref.Key]) == 0:
+			o.missingSecrets = append(o.missingSecrets, ref.Name+"/"+ref.Key)
+		}
+	}
+	d := &appsv1.Deployment{}
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: sc.Namespace, Name: confirmerName(sc)}, d); {
+	case err == nil:
+		o.deployment = d
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	pdb := &policyv1.PodDisruptionBudget{}
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: sc.Namespace, Name: confirmerName(sc)}, pdb); {
+	case err == nil:
+		o.pdb = pdb
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	return o, nil
+}
+
+func confirmerName(sc *gatev1.SessionConfirmer) string { return sc.Name + "-confirmer" }
+
+// SetupWithManager registers the controller: it owns the confirmer's children and follows
+// the referenced policies.
+func (r *SessionConfirmerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.MountDir == "" {
+		r.MountDir = "/etc/gate/bootstrap"
+	}
+	if r.ConfirmerImage == "" {
+		return fmt.Errorf("the confirmer image is not set")
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&gatev1.SessionConfirmer{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
+		Watches(&gatev1.HarnessAgentPolicy{}, handler.EnqueueRequestsFromMapFunc(r.confirmersOfPolicy)).
+		Named("sessionconfirmer").
+		Complete(r)
+}
+
+// confirmersOfPolicy enqueues the SessionConfirmers that reference a policy.
+func (r *SessionConfirmerReconciler) confirmersOfPolicy(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list gatev1.SessionConfirmerList
+	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "listing SessionConfirmers of a policy", "policy", obj.GetName())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, sc := range list.Items {
+		if sc.Spec.PolicyRef.Name == obj.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: sc.Namespace, Name: sc.Name}})
+		}
+	}
+	return reqs
+}
+
+func joinIDs(ids []string) string { return strings.Join(ids, ",") }

@@ -1,0 +1,224 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+)
+
+func newConfirmerObj(ns string) *gatev1.SessionConfirmer {
+	return &gatev1.SessionConfirmer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agents"},
+		Spec: gatev1.SessionConfirmerSpec{
+			PolicyRef: gatev1.PolicyReference{Name: "coding-agents"},
+			Anthropic: gatev1.AnthropicSpec{APIKeySecretRef: gatev1.SecretKeyReference{Name: "anthropic", Key: "api-key"}},
+			Sessions:  gatev1.SessionsSpec{AgentIDs: []string{"agent_1", "agent_2"}},
+			Webhook:   &gatev1.WebhookSpec{SigningKeySecretRef: gatev1.SecretKeyReference{Name: "anthropic-webhook", Key: "signing-key"}},
+			GateAPI:   gatev1.GateAPISpec{AllowedServiceAccounts: []gatev1.ServiceAccountName{"agents/orchestrator"}},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}},
+		},
+	}
+}
+
+func createSecret(t *testing.T, ns, name, key string) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{key: []byte("sk-ant-not-logged")}}
+	if err := k8sClient.Create(testContext(t), s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitConfirmer(t *testing.T, sc *gatev1.SessionConfirmer, typ string, status metav1.ConditionStatus, reason string) *gatev1.SessionConfirmer {
+	t.Helper()
+	got := &gatev1.SessionConfirmer{}
+	eventually(t, 20*time.Second, func() error {
+		if err := k8sClient.Get(testContext(t), client.ObjectKeyFromObject(sc), got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, typ)
+		switch {
+		case got.Status.ObservedGeneration != got.Generation:
+			return fmt.Errorf("observedGeneration %d, generation %d", got.Status.ObservedGeneration, got.Generation)
+		case c == nil:
+			return fmt.Errorf("no %s condition", typ)
+		case c.Status != status || (reason != "" && c.Reason != reason):
+			return fmt.Errorf("%s is %s/%s (%s)", typ, c.Status, c.Reason, c.Message)
+		case c.ObservedGeneration != got.Generation:
+			return fmt.Errorf("%s observedGeneration %d", typ, c.ObservedGeneration)
+		}
+		return nil
+	})
+	return got
+}
+
+func TestConfirmerWaitsForPolicyAndSecrets(t *testing.T) {
+	ctx := testContext(t)
+	ns := createNamespace(t, ctx)
+	sc := newConfirmerObj(ns)
+	if err := k8sClient.Create(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	got := waitConfirmer(t, sc, gatev1.ConditionPolicyResolved, metav1.ConditionFalse, ReasonPolicyNotFound)
+	if c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse {
+		t.Fatalf("Ready %+v", c)
+	}
+
+	p := newPolicy(ns, "coding-agents")
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	got = waitConfirmer(t, sc, gatev1.ConditionAvailable, metav1.ConditionFalse, ReasonSecretMissing)
+	c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionAvailable)
+	if !strings.Contains(c.Message, "anthropic/api-key") || !strings.Contains(c.Message, "anthropic-webhook/signing-key") {
+		t.Fatalf("the condition does not name the missing keys: %q", c.Message)
+	}
+	if strings.Contains(c.Message, "sk-ant") {
+		t.Fatal("a secret value leaked into status")
+	}
+	// No pod that would crash-loop on a missing Secret.
+	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "agents-confirmer"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a Deployment exists before its Secrets: %v", err)
+	}
+	waitConfirmer(t, sc, gatev1.ConditionPolicyResolved, metav1.ConditionTrue, ReasonPolicyResolved)
+}
+
+func TestConfirmerChildren(t *testing.T) {
+	ctx := testContext(t)
+	ns := createNamespace(t, ctx)
+	p := newPolicy(ns, "coding-agents")
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	createSecret(t, ns, "anthropic", "api-key")
+	createSecret(t, ns, "anthropic-webhook", "signing-key")
+	sc := newConfirmerObj(ns)
+	if err := k8sClient.Create(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	got := waitConfirmer(t, sc, gatev1.ConditionAvailable, metav1.ConditionFalse, ReasonUnavailable)
+	key := types.NamespacedName{Namespace: ns, Name: "agents-confirmer"}
+	d := &appsv1.Deployment{}
+	if err := k8sClient.Get(ctx, key, d); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{d, &corev1.Service{}, &corev1.ServiceAccount{}, &policyv1.PodDisruptionBudget{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+		if err := k8sClient.Get(ctx, key, obj); err != nil {
+			t.Fatalf("%T: %v", obj, err)
+		}
+		ref := metav1.GetControllerOf(obj)
+		if ref == nil || ref.UID != got.UID || ref.Kind != "SessionConfirmer" {
+			t.Fatalf("%T has no owner reference to the SessionConfirmer", obj)
+		}
+		if obj.GetLabels()[gatev1.LabelManagedBy] != "gate-operator" || obj.GetLabels()[gatev1.LabelConfirmer] != "agents" {
+			t.Fatalf("%T labels %v", obj, obj.GetLabels())
+		}
+	}
+
+	if *d.Spec.Replicas != 2 {
+		t.Errorf("replicas %d", *d.Spec.Replicas)
+	}
+	pod := d.Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.Image != testConfirmerImage || pod.ServiceAccountName != "agents-confirmer" || !ptr.Deref(pod.AutomountServiceAccountToken, false) {
+		t.Errorf("image %s, sa %s", c.Image, pod.ServiceAccountName)
+	}
+	psc, csc := pod.SecurityContext, c.SecurityContext
+	if !ptr.Deref(psc.RunAsNonRoot, false) || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+		!ptr.Deref(csc.ReadOnlyRootFilesystem, false) || ptr.Deref(csc.AllowPrivilegeEscalation, true) || !slices.Equal(csc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("not the restricted profile: pod %+v container %+v", psc, csc)
+	}
+	if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("probes %+v %+v", c.LivenessProbe, c.ReadinessProbe)
+	}
+	if c.Resources.Requests.Cpu().String() != "50m" {
+		t.Errorf("resources %+v", c.Resources)
+	}
+	if len(c.Env) != 0 || len(c.EnvFrom) != 0 {
+		t.Errorf("the confirmer must take no environment (Secrets are files): %+v %+v", c.Env, c.EnvFrom)
+	}
+	args := strings.Join(c.Args, " ")
+	for _, want := range []string{
+		"--snapshot=/etc/gate/bootstrap/policy-snapshot.rules", "--workspace=ws_123", "--anthropic-base-url=https://api.anthropic.com",
+		"--anthropic-api-key-file=/etc/gate/anthropic/api-key", "--agent-ids=agent_1,agent_2", "--poll-interval=10s",
+		"--human-approval-deadline=15m0s", "--allowed-service-accounts=agents/orchestrator",
+		"--webhook-signing-key-file=/etc/gate/webhook/signing-key", "--leader-elect", "--leader-election-namespace=" + ns,
+	} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args lack %s: %s", want, args)
+		}
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		vols[v.Name] = v
+	}
+	if vols["bootstrap"].ConfigMap == nil || vols["bootstrap"].ConfigMap.Name != "coding-agents-bootstrap" ||
+		vols["anthropic"].Secret == nil || vols["anthropic"].Secret.SecretName != "anthropic" || vols["webhook"].Secret == nil {
+		t.Errorf("volumes %+v", pod.Volumes)
+	}
+
+	// The Deployment becomes available (as kube-controller-manager would report it).
+	d.Status = appsv1.DeploymentStatus{Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, ObservedGeneration: d.Generation,
+		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", Message: "ok", LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()}}}
+	if err := k8sClient.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	got = waitConfirmer(t, sc, gatev1.ConditionReady, metav1.ConditionTrue, ReasonReady)
+	pol := getPolicy(t, p)
+	if got.Status.ReadyReplicas != 2 || got.Status.ServiceURL != "http://agents-confirmer."+ns+".svc:8080" || got.Status.SnapshotDigest != pol.Status.SnapshotDigest || got.Status.SnapshotDigest == "" {
+		t.Fatalf("status %+v", got.Status)
+	}
+
+	// One replica: no disruption budget, no leader election.
+	got.Spec.Replicas = ptr.To[int32](1)
+	if err := k8sClient.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if err := k8sClient.Get(ctx, key, &policyv1.PodDisruptionBudget{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the PodDisruptionBudget is still there: %v", err)
+		}
+		d := &appsv1.Deployment{}
+		if err := k8sClient.Get(ctx, key, d); err != nil {
+			return err
+		}
+		if *d.Spec.Replicas != 1 || strings.Contains(strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "), "--leader-elect") {
+			return fmt.Errorf("replicas %d args %v", *d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Args)
+		}
+		return nil
+	})
+
+	// A Deployment edited by hand is restored.
+	if err := k8sClient.Get(ctx, key, d); err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Template.Spec.Containers[0].Image = "attacker/confirmer:latest"
+	if err := k8sClient.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		d := &appsv1.Deployment{}
+		if err := k8sClient.Get(ctx, key, d); err != nil {
+			return err
+		}
+		if img := d.Spec.Template.Spec.Containers[0].Image; img != testConfirmerImage {
+			return fmt.Errorf("image %s", img)
+		}
+		return nil
+	})
+}
