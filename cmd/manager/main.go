@@ -4,6 +4,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -35,6 +36,7 @@ func main() {
 		resolveMin, resolveMax time.Duration
 		resolvConf, mountDir   string
 		confirmerImage         string
+		nameserver             string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -45,18 +47,19 @@ func main() {
 	flag.DurationVar(&resolveMax, "resolve-max-interval", bootstrap.DefaultMaxResolveInterval, "cap of the interval at which allowed hosts are re-resolved")
 	flag.StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration whose nameservers resolve allowed hosts")
 	flag.StringVar(&mountDir, "bootstrap-mount-dir", bootstrap.DefaultMountDir, "where sandbox pods mount the bootstrap ConfigMap")
+	flag.StringVar(&nameserver, "nameserver", "", "host:port of the DNS server that resolves allowed hosts, instead of the nameservers of --resolv-conf")
 	flag.StringVar(&confirmerImage, "confirmer-image", "ghcr.io/intutic/gate-confirmer:v0.1.0", "image of the confirmer Deployments, unless a SessionConfirmer sets spec.image")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	if err := run(metricsAddr, probeAddr, leaderElect, dnsNamespace, dnsPods, resolveMin, resolveMax, resolvConf, mountDir, confirmerImage); err != nil {
+	if err := run(metricsAddr, probeAddr, leaderElect, dnsNamespace, dnsPods, resolveMin, resolveMax, resolvConf, nameserver, mountDir, confirmerImage); err != nil {
 		ctrl.Log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
 }
 
-func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods string, resolveMin, resolveMax time.Duration, resolvConf, mountDir, confirmerImage string) error {
+func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods string, resolveMin, resolveMax time.Duration, resolvConf, nameserver, mountDir, confirmerImage string) error {
 	podLabels, err := labels.ConvertSelectorToLabelsMap(dnsPods)
 	if err != nil || len(podLabels) == 0 {
 		return fmt.Errorf("--dns-pod-labels %q is not key=value[,key=value]", dnsPods)
@@ -64,8 +67,13 @@ func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods 
 	if strings.TrimSpace(dnsNamespace) == "" {
 		return fmt.Errorf("--dns-namespace is empty")
 	}
-	resolver, err := bootstrap.NewDNSResolver(resolvConf)
-	if err != nil {
+	var resolver *bootstrap.DNSResolver
+	if nameserver != "" {
+		if _, _, err := net.SplitHostPort(nameserver); err != nil {
+			return fmt.Errorf("--nameserver %q is not host:port", nameserver)
+		}
+		resolver = &bootstrap.DNSResolver{Servers: []string{nameserver}, Timeout: 2 * time.Second}
+	} else if resolver, err = bootstrap.NewDNSResolver(resolvConf); err != nil {
 		return fmt.Errorf("--resolv-conf: %w", err)
 	}
 

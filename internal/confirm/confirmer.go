@@ -308,9 +308,9 @@ func (c *Confirmer) now() time.Time {
 }
 
 // AuditRecord is what the audit log keeps of a decision: never the input, only its size and
-// hash.
+// hash. The reason comes from the rule (or the gate's own refusal), not from the input.
 type AuditRecord struct {
-	IncidentID, Surface, Tool, Verdict, Rule, Code, SnapshotDigest, Session, ToolUseID string
+	IncidentID, Surface, Tool, Verdict, Rule, Code, Reason, SnapshotDigest, Session, ToolUseID string
 	InputBytes                                                                         int
 	InputSHA256                                                                        string
 }
@@ -320,7 +320,7 @@ func auditOf(d gate.Decision, c *gate.Call, rawInput []byte) AuditRecord {
 	sum := sha256.Sum256(rawInput)
 	return AuditRecord{
 		IncidentID: d.IncidentID, Surface: c.Surface, Tool: gate.CanonicalToolName(c.Tool, c.Server),
-		Verdict: string(d.Verdict), Rule: d.Rule, Code: d.Code, SnapshotDigest: d.SnapshotDigest,
+		Verdict: string(d.Verdict), Rule: d.Rule, Code: d.Code, Reason: d.Reason, SnapshotDigest: d.SnapshotDigest,
 		Session: c.Session, InputBytes: len(rawInput), InputSHA256: hex.EncodeToString(sum[:]),
 	}
 }
@@ -329,7 +329,7 @@ func (c *Confirmer) audit(call *gate.Call, e Event, d gate.Decision) {
 	rec := auditOf(d, call, e.Input)
 	rec.ToolUseID = e.ID
 	c.Log.Info("decision", "incidentId", rec.IncidentID, "surface", rec.Surface, "tool", rec.Tool, "verdict", rec.Verdict,
-		"rule", rec.Rule, "code", rec.Code, "snapshotDigest", rec.SnapshotDigest, "session", rec.Session, "toolUseId", rec.ToolUseID,
+		"rule", rec.Rule, "code", rec.Code, "reason", rec.Reason, "snapshotDigest", rec.SnapshotDigest, "session", rec.Session, "toolUseId", rec.ToolUseID,
 		"inputBytes", rec.InputBytes, "inputSha256", rec.InputSHA256)
 	if c.Audit != nil {
 		c.Audit(rec)

@@ -118,7 +118,7 @@ func (a *API) decide(c *gate.Call, caller string, inputBytes int) gate.Decision 
 	raw, _ := json.Marshal(c.Input)
 	rec := auditOf(d, c, raw)
 	a.Log.Info("decision", "incidentId", rec.IncidentID, "surface", rec.Surface, "tool", rec.Tool, "verdict", rec.Verdict,
-		"rule", rec.Rule, "code", rec.Code, "snapshotDigest", rec.SnapshotDigest, "session", rec.Session, "caller", caller,
+		"rule", rec.Rule, "code", rec.Code, "reason", rec.Reason, "snapshotDigest", rec.SnapshotDigest, "session", rec.Session, "caller", caller,
 		"inputBytes", rec.InputBytes, "inputSha256", rec.InputSHA256)
 	return d
 }
