@@ -124,7 +124,7 @@ func TestHealth(t *testing.T) {
 			{"no-ready-condition", "Progressing", "waiting for the Ready condition"},
 			{"ready-true", "Healthy", "the confirmer is answering paused tool calls"},
 			{"ready-false", "Degraded", "PolicyNotFound: PolicyResolved: HarnessAgentPolicy agents/coding-agents does not exist"},
-			{"ready-unknown", "Progressing", "RollingOut: Deployment coding-agents-confirmer has 1 of 2 replicas available"},
+			{"ready-unknown", "Progressing", "Unavailable: Deployment coding-agents-confirmer has 1 of 2 replicas available"},
 			{"ready-stale-generation", "Progressing", "waiting for the controller to observe generation 3"},
 		}},
 	}
