@@ -311,8 +311,8 @@ func (c *Confirmer) now() time.Time {
 // hash. The reason comes from the rule (or the gate's own refusal), not from the input.
 type AuditRecord struct {
 	IncidentID, Surface, Tool, Verdict, Rule, Code, Reason, SnapshotDigest, Session, ToolUseID string
-	InputBytes                                                                         int
-	InputSHA256                                                                        string
+	InputBytes                                                                                 int
+	InputSHA256                                                                                string
 }
 
 // auditOf builds the audit record of a decision from the call and its raw input.
