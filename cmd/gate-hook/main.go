@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/intutic/gate-operator/internal/gate"
 )
@@ -33,9 +34,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	fs.SetOutput(stderr)
 	snapshot := fs.String("snapshot", envOr("INTUTIC_GATE_SNAPSHOT", defaultSnapshot), "path of the policy snapshot (env INTUTIC_GATE_SNAPSHOT)")
 	workspace := fs.String("workspace", os.Getenv("INTUTIC_GATE_WORKSPACE"), "refuse snapshots of any other workspace (env INTUTIC_GATE_WORKSPACE)")
+	install := fs.String("install", "", "copy this binary into the given directory and exit (for an init container: the image needs no shell)")
 	explicitAllow := fs.Bool("explicit-allow", os.Getenv("INTUTIC_GATE_EXPLICIT_ALLOW") == "true", "answer Allow with permissionDecision \"allow\" instead of no decision (env INTUTIC_GATE_EXPLICIT_ALLOW=true)")
 	if err := fs.Parse(args); err != nil {
 		return answer(stdout, stderr, refuse(gate.CodeInputInvalid, "gate-hook was started with invalid flags"), false)
+	}
+	if *install != "" {
+		if err := installSelf(*install); err != nil {
+			fmt.Fprintln(stderr, "gate-hook --install:", err)
+			return 1
+		}
+		return 0
 	}
 
 	call, _, err := gate.ReadHookInput(stdin)
@@ -50,6 +59,36 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	}
 	policy, _ := gate.CompileFor(snap, call.Tool, call.Server)
 	return answer(stdout, stderr, gate.Decide(policy, nil, call), *explicitAllow)
+}
+
+// installSelf copies the running binary to dir/gate-hook, atomically.
+func installSelf(dir string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(dir, ".gate-hook-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, "gate-hook"))
 }
 
 func refuse(code, reason string) gate.Decision {

@@ -252,3 +252,24 @@ func TestEnvAndExplicitAllow(t *testing.T) {
 		t.Fatalf("INTUTIC_GATE_EXPLICIT_ALLOW: want permissionDecision allow, got %+v", r)
 	}
 }
+
+func TestInstall(t *testing.T) {
+	dir := t.TempDir()
+	r := runHook(t, nil, nil, "--install", dir)
+	if r.exit != 0 {
+		t.Fatalf("--install: %+v", r)
+	}
+	installed := filepath.Join(dir, "gate-hook")
+	fi, err := os.Stat(installed)
+	if err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("installed binary: %v %v", fi, err)
+	}
+	// The copy is a working hook.
+	snap := writeSnapshot(t, "")
+	cmd := exec.Command(installed, "--snapshot", snap)
+	cmd.Stdin = bytes.NewReader(payload("Bash", map[string]any{"command": "rm -rf /"}, nil))
+	err = cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("the installed hook did not block: %v", err)
+	}
+}

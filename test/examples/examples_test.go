@@ -1,0 +1,124 @@
+// Package examples applies the documentation's examples to a real API server (envtest) with
+// server-side dry-run, so the docs cannot drift into manifests the API server rejects.
+package examples
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+)
+
+func read(t *testing.T, name string, into any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, into); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExamples(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join("..", "..", "bin", "k8s", "v1.37.2")
+	}
+	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
+		t.Fatalf("no kube-apiserver in %s: run `make envtest-assets` (or `make test`)", assets)
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agents"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The sample policy's selector, which the pods must match.
+	policy := &gatev1.HarnessAgentPolicy{}
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "gate_v1alpha1_harnessagentpolicy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(b, policy); err != nil {
+		t.Fatal(err)
+	}
+	selector, err := metav1.LabelSelectorAsSelector(&policy.Spec.PodSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	check := func(t *testing.T, pod *unstructured.Unstructured) {
+		t.Helper()
+		if !selector.Matches(labels.Set(pod.GetLabels())) {
+			t.Fatalf("the pod's labels %v do not match the policy's podSelector %s", pod.GetLabels(), selector)
+		}
+		if err := c.Patch(ctx, pod, client.Apply, client.DryRunAll, client.FieldOwner("docs-test"), client.ForceOwnership); err != nil {
+			t.Fatalf("the API server rejects the example: %v", err)
+		}
+		typed := &corev1.Pod{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(pod.Object, typed); err != nil {
+			t.Fatal(err)
+		}
+		mounts := map[string]string{}
+		for _, m := range typed.Spec.Containers[0].VolumeMounts {
+			mounts[m.MountPath] = m.Name
+			if m.SubPath != "" {
+				t.Errorf("%s uses subPath: kubelet would never update it", m.MountPath)
+			}
+		}
+		for _, p := range []string{"/opt/intutic/bin", "/opt/intutic/hooks", "/etc/claude-code"} {
+			if mounts[p] == "" {
+				t.Errorf("nothing is mounted at %s", p)
+			}
+		}
+		if len(typed.Spec.InitContainers) != 1 || typed.Spec.InitContainers[0].Command[1] != "--install" {
+			t.Errorf("no init container installs gate-hook: %+v", typed.Spec.InitContainers)
+		}
+	}
+
+	t.Run("pod", func(t *testing.T) {
+		pod := &unstructured.Unstructured{}
+		read(t, "sandbox-pod.yaml", &pod.Object)
+		check(t, pod)
+	})
+	t.Run("sandboxtemplate", func(t *testing.T) {
+		tmpl := map[string]any{}
+		read(t, "sandboxtemplate.yaml", &tmpl)
+		spec := tmpl["spec"].(map[string]any)
+		if spec["networkPolicyManagement"] != "Unmanaged" {
+			t.Fatalf("a governed template must set networkPolicyManagement: Unmanaged, got %v", spec["networkPolicyManagement"])
+		}
+		pt := spec["podTemplate"].(map[string]any)
+		meta := pt["metadata"].(map[string]any)
+		meta["name"] = "template-pod"
+		meta["namespace"] = "agents"
+		pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pt["spec"]}}
+		check(t, pod)
+	})
+}
