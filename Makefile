@@ -29,10 +29,14 @@ manifests: tools ## Generate CRDs into config/crd/bases and RBAC into config/rba
 	$(CONTROLLER_GEN) crd rbac:roleName=gate-operator-manager paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
+.PHONY: chart-sync
+chart-sync: ## Regenerate the chart's CRDs and ClusterRole from config/.
+	hack/sync-chart.sh
+
 .PHONY: verify
-verify: generate manifests ## Fail when generated files are stale, code is not gofmt-ed, or go vet complains.
-	@stale=$$(git status --porcelain -- api config); \
-	if [ -n "$$stale" ]; then echo "generated files are stale; run 'make generate manifests' and commit:"; echo "$$stale"; exit 1; fi
+verify: generate manifests chart-sync ## Fail when generated files are stale, code is not gofmt-ed, or go vet complains.
+	@stale=$$(git status --porcelain -- api config charts); \
+	if [ -n "$$stale" ]; then echo "generated files are stale; run 'make generate manifests chart-sync' and commit:"; echo "$$stale"; exit 1; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-ed (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
@@ -44,7 +48,7 @@ build: ## Build every package and the binaries in cmd/ into bin/.
 		CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/$$(basename $$d) ./$$d || exit 1; done
 
 .PHONY: test
-test: envtest-assets ## Run every unit and envtest test with -race (builds the control plane first if missing).
+test: envtest-assets tools ## Run every unit, envtest, install and e2e test with -race (builds the control plane and tools first if missing).
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: envtest-assets
@@ -52,11 +56,12 @@ envtest-assets: ## Build kube-apiserver, kube-controller-manager and etcd into b
 	K8S_VERSION=$(K8S_VERSION) hack/build-control-plane.sh
 
 .PHONY: tools
-tools: ## Install the pinned tools (controller-gen) into bin/; nothing is reinstalled that is already at its pinned version.
+tools: ## Install the pinned tools (controller-gen, helm) into bin/; nothing is reinstalled that is already at its pinned version.
 	hack/install-tool.sh $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen $(CONTROLLER_GEN_VERSION)
+	hack/install-tool.sh $(LOCALBIN)/helm helm.sh/helm/v3/cmd/helm v3.22.0
 
 ##@ Demo
 
 .PHONY: demo
-demo: ## Run the local demo (not built yet: says so and exits non-zero).
-	@echo "make demo: the local demo does not exist yet (it arrives with the SessionConfirmer controller and the confirmer)."; exit 1
+demo: ## Run gate-operator end to end on a local control plane (builds what is missing first).
+	go run ./hack/demo

@@ -1,0 +1,72 @@
+{{/* The chart name, or nameOverride. */}}
+{{- define "gate-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The full name of the release's resources: fullnameOverride, else "<release>-<chart name>",
+else the release name alone when it already contains the chart name. 55 characters at most,
+so "<fullname>-manager" and "<fullname>-leader-election" stay within 63.
+*/}}
+{{- define "gate-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 55 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 55 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 55 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The helm.sh/chart label value. */}}
+{{- define "gate-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The labels naming the release's resources. */}}
+{{- define "gate-operator.instanceLabels" -}}
+app.kubernetes.io/name: {{ include "gate-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Labels of every resource of the release (each adds its app.kubernetes.io/component, if any). */}}
+{{- define "gate-operator.labels" -}}
+helm.sh/chart: {{ include "gate-operator.chart" . }}
+{{ include "gate-operator.instanceLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: gate-operator
+{{- end }}
+
+{{/* The labels that select the manager pods; never change them, a Deployment's selector is immutable. */}}
+{{- define "gate-operator.selectorLabels" -}}
+{{ include "gate-operator.instanceLabels" . }}
+app.kubernetes.io/component: manager
+{{- end }}
+
+{{/* The manager's ServiceAccount. */}}
+{{- define "gate-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "gate-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The manager image. */}}
+{{- define "gate-operator.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The confirmer image, passed to the manager as --confirmer-image. */}}
+{{- define "gate-operator.confirmerImage" -}}
+{{- printf "%s:%s" .Values.confirmerImage.repository (default .Chart.AppVersion .Values.confirmerImage.tag) }}
+{{- end }}
+
+{{/* Whether the manager elects a leader: always with more than one replica. */}}
+{{- define "gate-operator.leaderElect" -}}
+{{- if or (gt (int .Values.replicas) 1) .Values.leaderElection.enabled }}true{{ end }}
+{{- end }}
