@@ -9,18 +9,13 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
@@ -28,11 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/apiservertest"
 	"github.com/intutic/gate-operator/internal/bootstrap"
 )
 
@@ -55,18 +50,10 @@ func TestMain(m *testing.M) {
 
 func runSuite(m *testing.M) int {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.Level(zapLevel()))))
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join("..", "bin", "k8s", "v1.37.2")
-	}
-	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		fmt.Fprintf(os.Stderr, "no kube-apiserver in %s: run `make envtest-assets` (or `make test`, which builds it)\n", assets)
+	env, err := apiservertest.Environment(true)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -78,20 +65,11 @@ func runSuite(m *testing.M) int {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = gatev1.AddToScheme(scheme)
-	managed := labels.SelectorFromSet(labels.Set{gatev1.LabelManagedBy: gatev1.ManagedByValue})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}:             {Label: managed},
-			&appsv1.Deployment{}:            {Label: managed},
-			&corev1.Service{}:               {Label: managed},
-			&corev1.ServiceAccount{}:        {Label: managed},
-			&policyv1.PodDisruptionBudget{}: {Label: managed},
-			&rbacv1.Role{}:                  {Label: managed},
-			&rbacv1.RoleBinding{}:           {Label: managed},
-		}},
+		Cache:      cache.Options{ByObject: CacheByObject()},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -21,9 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/apiservertest"
 )
 
 var k8sClient client.Client
@@ -33,18 +33,10 @@ func TestMain(m *testing.M) {
 }
 
 func runWithAPIServer(m *testing.M) int {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join("..", "..", "bin", "k8s", "v1.37.2")
-	}
-	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		fmt.Fprintf(os.Stderr, "no kube-apiserver in %s: run `make envtest-assets` (or `make test`, which builds it)\n", assets)
+	env, err := apiservertest.Environment(true)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
 	}
 	cfg, err := env.Start()
 	if err != nil {

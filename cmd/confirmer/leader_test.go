@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,25 +11,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/intutic/gate-operator/internal/apiservertest"
 )
 
 // TestLeaderLoop runs two replicas' election against a real API server: only one runs the
 // watch loop at a time, and the other takes over when the leader stops.
 func TestLeaderLoop(t *testing.T) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join("..", "..", "bin", "k8s", "v1.37.2")
-	}
-	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		t.Fatalf("no kube-apiserver in %s: run `make envtest-assets` (or `make test`)", assets)
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop()
+	cfg := apiservertest.Start(t, false)
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agents"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

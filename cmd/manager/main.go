@@ -9,10 +9,7 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -84,24 +81,13 @@ func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods 
 	if err := gatev1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	managed := labels.SelectorFromSet(labels.Set{gatev1.LabelManagedBy: gatev1.ManagedByValue})
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "gate-operator.gate.intutic.io",
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// Only the operator's own children are cached, never every ConfigMap, Deployment
-			// or Service in the cluster.
-			&corev1.ConfigMap{}:             {Label: managed},
-			&appsv1.Deployment{}:            {Label: managed},
-			&corev1.Service{}:               {Label: managed},
-			&corev1.ServiceAccount{}:        {Label: managed},
-			&policyv1.PodDisruptionBudget{}: {Label: managed},
-			&rbacv1.Role{}:                  {Label: managed},
-			&rbacv1.RoleBinding{}:           {Label: managed},
-		}},
+		Cache:                  cache.Options{ByObject: controllers.CacheByObject()},
 		Client: client.Options{Cache: &client.CacheOptions{
 			// Secrets are never read through a cache.
 			DisableFor: []client.Object{&corev1.Secret{}},

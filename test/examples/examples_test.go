@@ -16,10 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/apiservertest"
 )
 
 func read(t *testing.T, name string, into any) {
@@ -34,19 +34,7 @@ func read(t *testing.T, name string, into any) {
 }
 
 func TestExamples(t *testing.T) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join("..", "..", "bin", "k8s", "v1.37.2")
-	}
-	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		t.Fatalf("no kube-apiserver in %s: run `make envtest-assets` (or `make test`)", assets)
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop()
+	cfg := apiservertest.Start(t, false)
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	c, err := client.New(cfg, client.Options{Scheme: scheme})

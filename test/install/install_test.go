@@ -38,6 +38,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/intutic/gate-operator/internal/apiservertest"
 )
 
 const (
@@ -708,15 +710,11 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, clusterRole, ser
 func apiServer(t *testing.T) client.Client {
 	t.Helper()
 	envOnce.Do(func() {
-		assets := os.Getenv("KUBEBUILDER_ASSETS")
-		if assets == "" {
-			assets = filepath.Join(root, "bin", "k8s", "v1.37.2")
-		}
-		if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-			envErr = fmt.Errorf("no kube-apiserver in %s: run `make envtest-assets`", assets)
+		e, err := apiservertest.Environment(false)
+		if err != nil {
+			envErr = err
 			return
 		}
-		e := &envtest.Environment{BinaryAssetsDirectory: assets}
 		cfg, err := e.Start()
 		if err != nil {
 			envErr = fmt.Errorf("starting envtest: %w", err)

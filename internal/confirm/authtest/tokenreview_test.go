@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,26 +17,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/intutic/gate-operator/internal/apiservertest"
 	"github.com/intutic/gate-operator/internal/confirm"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
 func TestTokenReviewAuthentication(t *testing.T) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join("..", "..", "..", "bin", "k8s", "v1.37.2")
-	}
-	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		t.Fatalf("no kube-apiserver in %s: run `make envtest-assets` (or `make test`)", assets)
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop()
+	cfg := apiservertest.Start(t, false)
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
