@@ -51,6 +51,10 @@ build: ## Build every package and the binaries in cmd/ into bin/.
 test: envtest-assets tools ## Run every unit, envtest, install and e2e test with -race (builds the control plane and tools first if missing).
 	go test $(GO_TEST_FLAGS) ./...
 
+.PHONY: conformance
+conformance: ## Drive the artefacts through the real, pinned peer packages (npm ci into test/conformance/node_modules).
+	go test -tags conformance -count=1 -v ./test/conformance/
+
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver, kube-controller-manager and etcd into bin/k8s/ if missing.
 	K8S_VERSION=$(K8S_VERSION) hack/build-control-plane.sh
