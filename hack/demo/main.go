@@ -81,7 +81,7 @@ func run(ctx context.Context) error {
 	fake.AddSession(session, agentID,
 		anthropictest.ToolUse{Name: "read", Input: map[string]any{"file_path": "/workspace/README.md"}, Permission: "ask", Evaluation: map[string]any{"type": "always_ask"}},
 		anthropictest.ToolUse{Name: "bash", Input: map[string]any{"command": "rm -rf / --no-preserve-root"}, Permission: "ask", Evaluation: map[string]any{"type": "always_ask"}},
-		anthropictest.ToolUse{Name: "web_fetch", Input: map[string]any{"url": "https://pastebin.example/raw/xyz"}, Permission: "ask", Evaluation: map[string]any{"type": "always_ask"}},
+		anthropictest.ToolUse{Name: "web_fetch", Input: map[string]any{"url": "https://docs.example.org/setup"}, Permission: "ask", Evaluation: map[string]any{"type": "always_ask"}},
 		anthropictest.ToolUse{Type: "agent.mcp_tool_use", MCPServer: "deploy", Name: "release", Input: map[string]any{"service": "api", "environment": "production"}, Permission: "ask", Evaluation: map[string]any{"type": "always_ask"}},
 	)
 

@@ -70,13 +70,13 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	sort.SliceStable(results, func(i, j int) bool { return results[i].peer < results[j].peer })
-	fmt.Println("\npeer                      version    result  case")
+	fmt.Println("\npeer                            version    result  case")
 	for _, r := range results {
 		status := "PASS"
 		if !r.ok {
 			status = "FAIL"
 		}
-		fmt.Printf("%-25s %-10s %-7s %s\n", r.peer, r.version, status, r.name)
+		fmt.Printf("%-31s %-10s %-7s %s\n", r.peer, r.version, status, r.name)
 	}
 	os.Exit(code)
 }
@@ -85,6 +85,7 @@ func TestMain(m *testing.M) {
 // the variable (make conformance ANTHROPIC_SDK_VERSION=1.15.0) and that version is installed
 // over the locked one for this run.
 var overrides = []struct{ env, pkg string }{
+	{"CLAUDE_AGENT_SDK_VERSION", "@anthropic-ai/claude-agent-sdk"},
 	{"ANTHROPIC_SDK_VERSION", "@anthropic-ai/sdk"},
 	{"STANDARDWEBHOOKS_VERSION", "standardwebhooks"},
 	{"WORKFLOW_ERRORS_VERSION", "@workflow/errors"},

@@ -1,0 +1,282 @@
+//go:build conformance
+
+package conformance
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+const claudePkg = "@anthropic-ai/claude-agent-sdk"
+
+// messagesStandIn is a scripted Messages API: the first turn calls one tool with one input;
+// the turn that carries the tool_result ends with a text block. It records the tool_results.
+type messagesStandIn struct {
+	tool  string
+	input map[string]any
+
+	mu      sync.Mutex
+	results []map[string]any
+}
+
+func (m *messagesStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasPrefix(r.URL.Path, "/v1/messages") || strings.Contains(r.URL.Path, "count_tokens") {
+		http.NotFound(w, r)
+		return
+	}
+	var req struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(body, &req)
+	var result map[string]any
+	if n := len(req.Messages); n > 0 {
+		if blocks, ok := req.Messages[n-1].Content.([]any); ok {
+			for _, b := range blocks {
+				if bm, ok := b.(map[string]any); ok && bm["type"] == "tool_result" {
+					result = bm
+				}
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	ev := func(name, data string) { fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data) }
+	ev("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":1}}}`)
+	if result != nil {
+		m.mu.Lock()
+		m.results = append(m.results, result)
+		m.mu.Unlock()
+		ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+		ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"done"}}`)
+		ev("content_block_stop", `{"type":"content_block_stop","index":0}`)
+		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":5}}`)
+	} else {
+		input, _ := json.Marshal(m.input)
+		partial, _ := json.Marshal(string(input))
+		ev("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_01GATE","name":%q,"input":{}}}`, m.tool))
+		ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+string(partial)+`}}`)
+		ev("content_block_stop", `{"type":"content_block_stop","index":0}`)
+		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":20}}`)
+	}
+	ev("message_stop", `{"type":"message_stop"}`)
+}
+
+func (m *messagesStandIn) toolResult() (content string, isError bool, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.results) == 0 {
+		return "", false, false
+	}
+	r := m.results[len(m.results)-1]
+	b, _ := json.Marshal(r["content"])
+	isErr, _ := r["is_error"].(bool)
+	return string(b), isErr, true
+}
+
+// bundle renders the sample policy's bootstrap bundle into hooksDir, as the ConfigMap volume
+// would hold it, with the mount directory set to hooksDir.
+func bundle(t *testing.T, hooksDir string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "gate_v1alpha1_harnessagentpolicy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &gatev1.HarnessAgentPolicy{}
+	if err := yaml.UnmarshalStrict(raw, p); err != nil {
+		t.Fatal(err)
+	}
+	var rules []gate.Rule
+	for _, r := range p.Spec.Rules {
+		rules = append(rules, gate.Rule{Name: r.Name, Tools: r.Tools, When: r.When, Action: gate.Verdict(r.Action), Reason: r.Reason, Code: r.Code})
+	}
+	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/coding-agents", Generation: 1, WorkspaceID: p.Spec.WorkspaceID, DefaultAction: gate.Allow, FailurePolicy: gate.Fail}, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := s.Encode()
+	b, err := bootstrap.Render(&p.Spec, snap, bootstrap.Options{MountDir: hooksDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range b.Data {
+		if err := os.WriteFile(filepath.Join(hooksDir, k), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type claudeRun struct {
+	out     map[string]any
+	stderr  string
+	denials []string
+}
+
+// runClaude runs the real Claude Code in print mode against the stand-in, inside a private
+// mount namespace whose /etc/claude-code is a bind mount of managedDir. Nothing is written
+// to the host's /etc but an empty mount point.
+func runClaude(t *testing.T, standIn *messagesStandIn, managedDir, work, hookBin string, extra ...string) claudeRun {
+	t.Helper()
+	srv := httptest.NewServer(standIn)
+	defer srv.Close()
+	claude, err := filepath.Abs(filepath.Join("node_modules", "@anthropic-ai", "claude-agent-sdk-linux-x64", "claude"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll("/etc/claude-code", 0o755); err != nil {
+		t.Fatalf("creating the mount point: %v", err)
+	}
+	home := t.TempDir()
+	args := append([]string{"-p", "do the task", "--output-format", "json"}, extra...)
+	script := `mount --bind "$1" /etc/claude-code && shift && exec "$@"`
+	cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "sh", "-c", script, "sh", managedDir, claude}, args...)...)
+	cmd.Dir = work
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + home,
+		"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-ant-conformance",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1",
+		"INTUTIC_GATE_HOOK_BIN=" + hookBin,
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Logf("claude exited: %v\n%s", err, stderr.String())
+	}
+	r := claudeRun{stderr: stderr.String()}
+	if err := json.Unmarshal(stdout.Bytes(), &r.out); err != nil {
+		t.Fatalf("claude's JSON output: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	if ds, ok := r.out["permission_denials"].([]any); ok {
+		for _, d := range ds {
+			if dm, ok := d.(map[string]any); ok {
+				r.denials = append(r.denials, fmt.Sprint(dm["tool_name"]))
+			}
+		}
+	}
+	return r
+}
+
+func TestClaudeCode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the Claude Code cases need root, for a private mount namespace (unshare -m)")
+	}
+	hookBin := filepath.Join(t.TempDir(), "gate-hook")
+	if out, err := exec.Command("go", "build", "-o", hookBin, "../../cmd/gate-hook").CombinedOutput(); err != nil {
+		t.Fatalf("building gate-hook: %v\n%s", err, out)
+	}
+	const refusal = "[Intutic Governance] BLOCKED: "
+	type check func(t *testing.T, r claudeRun, s *messagesStandIn, marker string) (bool, string)
+	blockedWith := func(reason string) check {
+		return func(t *testing.T, r claudeRun, s *messagesStandIn, marker string) (bool, string) {
+			content, isErr, ok := s.toolResult()
+			_, statErr := os.Stat(marker)
+			switch {
+			case !ok:
+				return false, "the model never received a tool_result"
+			case !isErr || !strings.Contains(content, refusal+reason):
+				return false, fmt.Sprintf("tool_result is_error=%v content %s", isErr, content)
+			case statErr == nil:
+				return false, "the blocked command ran: the marker exists"
+			}
+			return true, ""
+		}
+	}
+	cases := []struct {
+		name     string
+		tool     string
+		input    func(marker string) map[string]any
+		extra    []string
+		snapshot func(hooksDir string)
+		check    check
+	}{
+		{name: "a blocked Bash command is refused and does not run", tool: "Bash",
+			input: func(m string) map[string]any {
+				return map[string]any{"command": "rm -rf /nonexistent-gate-conformance; touch " + m}
+			},
+			extra: []string{"--allowedTools", "Bash"},
+			check: blockedWith("destructive command on the root filesystem")},
+		{name: "an allowed Bash command runs", tool: "Bash",
+			input: func(m string) map[string]any { return map[string]any{"command": "touch " + m} },
+			extra: []string{"--allowedTools", "Bash"},
+			check: func(t *testing.T, r claudeRun, s *messagesStandIn, marker string) (bool, string) {
+				if _, err := os.Stat(marker); err != nil {
+					return false, "the allowed command did not run"
+				}
+				return true, ""
+			}},
+		{name: "an Ask rule hands the call to Claude's own permission flow", tool: "WebFetch",
+			input: func(string) map[string]any {
+				return map[string]any{"url": "https://docs.example.org/guide", "prompt": "summarise"}
+			},
+			extra: []string{"--allowedTools", "WebFetch"},
+			check: func(t *testing.T, r claudeRun, s *messagesStandIn, marker string) (bool, string) {
+				content, _, _ := s.toolResult()
+				if strings.Contains(content, refusal) {
+					return false, "the gate refused instead of asking: " + content
+				}
+				if len(r.denials) == 0 || r.denials[0] != "WebFetch" {
+					return false, fmt.Sprintf("print mode has nobody to ask, so Claude's flow must deny it; denials %v, result %s", r.denials, content)
+				}
+				return true, ""
+			}},
+		{name: "a Write outside the workspace is refused", tool: "Write",
+			input: func(m string) map[string]any { return map[string]any{"file_path": m, "content": "x"} },
+			extra: []string{"--allowedTools", "Write"},
+			check: blockedWith("agents write only inside /workspace")},
+		{name: "a WebFetch to a forbidden host is refused", tool: "WebFetch",
+			input: func(string) map[string]any {
+				return map[string]any{"url": "https://pastebin.example/raw/x", "prompt": "read"}
+			},
+			extra: []string{"--allowedTools", "WebFetch"},
+			check: blockedWith("paste sites are a known exfiltration channel")},
+		{name: "a missing snapshot blocks", tool: "Bash",
+			input:    func(m string) map[string]any { return map[string]any{"command": "touch " + m} },
+			extra:    []string{"--allowedTools", "Bash"},
+			snapshot: func(d string) { os.Remove(filepath.Join(d, gate.SnapshotFileName)) },
+			check:    blockedWith("no policy snapshot at ")},
+		{name: "a corrupt snapshot blocks", tool: "Bash",
+			input:    func(m string) map[string]any { return map[string]any{"command": "touch " + m} },
+			extra:    []string{"--allowedTools", "Bash"},
+			snapshot: func(d string) { os.WriteFile(filepath.Join(d, gate.SnapshotFileName), []byte(`{"apiVersion":`), 0o644) },
+			check:    blockedWith("the policy snapshot is not valid JSON")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			hooks, managed, work := t.TempDir(), t.TempDir(), t.TempDir()
+			bundle(t, hooks)
+			if tc.snapshot != nil {
+				tc.snapshot(hooks)
+			}
+			settings, err := os.ReadFile(filepath.Join(hooks, bootstrap.KeyManagedSettings))
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(managed, bootstrap.KeyManagedSettings), settings, 0o644)
+			marker := filepath.Join(t.TempDir(), "marker")
+			s := &messagesStandIn{tool: tc.tool, input: tc.input(marker)}
+			r := runClaude(t, s, managed, work, hookBin, tc.extra...)
+			ok, detail := tc.check(t, r, s, marker)
+			record(t, claudePkg, tc.name, ok, detail)
+		})
+	}
+	// An MCP-named tool is not among the cases: Claude Code calls only tools of the MCP servers
+	// it is configured with, so the case needs an offline MCP server (not built yet).
+}
