@@ -86,6 +86,7 @@ func TestMain(m *testing.M) {
 // over the locked one for this run.
 var overrides = []struct{ env, pkg string }{
 	{"CLAUDE_AGENT_SDK_VERSION", "@anthropic-ai/claude-agent-sdk"},
+	{"HARNESS_VERSION", "@ai-sdk/harness"},
 	{"ANTHROPIC_SDK_VERSION", "@anthropic-ai/sdk"},
 	{"STANDARDWEBHOOKS_VERSION", "standardwebhooks"},
 	{"WORKFLOW_ERRORS_VERSION", "@workflow/errors"},
