@@ -266,3 +266,27 @@ func TestRenderEgress(t *testing.T) {
 		})
 	}
 }
+
+func TestHookCommandQuoting(t *testing.T) {
+	for dir, want := range map[string]string{
+		"/opt/intutic/hooks":   "sh /opt/intutic/hooks/gate-hook.sh",
+		"/tmp/a dir (1)/hooks": "sh '/tmp/a dir (1)/hooks/gate-hook.sh'",
+		"/tmp/it's/hooks":      `sh '/tmp/it'\''s/hooks/gate-hook.sh'`,
+	} {
+		b, err := Render(&gatev1.HarnessAgentPolicySpec{}, nil, Options{MountDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s struct {
+			Hooks map[string][]struct {
+				Hooks []struct{ Command string } `json:"hooks"`
+			} `json:"hooks"`
+		}
+		if err := json.Unmarshal([]byte(b.Data[KeyManagedSettings]), &s); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Hooks["PreToolUse"][0].Hooks[0].Command; got != want {
+			t.Errorf("mount dir %q: command %q, want %q", dir, got, want)
+		}
+	}
+}

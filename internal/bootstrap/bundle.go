@@ -163,7 +163,9 @@ func claudeSettings(opts Options, managed bool) (string, error) {
 		Hooks: map[string][]claudeMatcher{
 			"PreToolUse": {{
 				Matcher: "*",
-				Hooks:   []claudeHook{{Type: "command", Command: "sh " + path.Join(opts.MountDir, KeyHookScript), Timeout: opts.HookTimeout}},
+				// Claude Code runs the command through a shell: a mount directory with spaces or
+				// shell characters is quoted, or the hook would fail to start.
+				Hooks: []claudeHook{{Type: "command", Command: "sh " + shellWord(path.Join(opts.MountDir, KeyHookScript)), Timeout: opts.HookTimeout}},
 			}},
 		},
 	})

@@ -51,3 +51,14 @@ deny "[Intutic Governance] BLOCKED: gate-hook failed (exit status $status)"
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// shellWord is s as one sh word: unchanged when it holds only characters sh never treats
+// specially, quoted otherwise.
+func shellWord(s string) string {
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-+", c)) {
+			return shellQuote(s)
+		}
+	}
+	return s
+}

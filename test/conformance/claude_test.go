@@ -204,6 +204,7 @@ func TestClaudeCode(t *testing.T) {
 		tool     string
 		input    func(marker string) map[string]any
 		extra    []string
+		mcp      bool // configure the offline MCP server "deploy"
 		snapshot func(hooksDir string)
 		check    check
 	}{
@@ -247,6 +248,22 @@ func TestClaudeCode(t *testing.T) {
 			},
 			extra: []string{"--allowedTools", "WebFetch"},
 			check: blockedWith("paste sites are a known exfiltration channel")},
+		{name: "an MCP tool (mcp__deploy__release) to production is refused", tool: "mcp__deploy__release",
+			input: func(string) map[string]any { return map[string]any{"service": "api", "environment": "production"} },
+			mcp:   true,
+			extra: []string{"--allowedTools", "mcp__deploy__release"},
+			check: blockedWith("production deploys go through the release pipeline")},
+		{name: "an MCP tool (mcp__deploy__release) to staging runs", tool: "mcp__deploy__release",
+			input: func(string) map[string]any { return map[string]any{"service": "api", "environment": "staging"} },
+			mcp:   true,
+			extra: []string{"--allowedTools", "mcp__deploy__release"},
+			check: func(t *testing.T, r claudeRun, s *messagesStandIn, marker string) (bool, string) {
+				if _, err := os.Stat(marker); err != nil {
+					content, _, _ := s.toolResult()
+					return false, "the allowed MCP call did not reach the server: " + content
+				}
+				return true, ""
+			}},
 		{name: "a missing snapshot blocks", tool: "Bash",
 			input:    func(m string) map[string]any { return map[string]any{"command": "touch " + m} },
 			extra:    []string{"--allowedTools", "Bash"},
@@ -272,11 +289,19 @@ func TestClaudeCode(t *testing.T) {
 			os.WriteFile(filepath.Join(managed, bootstrap.KeyManagedSettings), settings, 0o644)
 			marker := filepath.Join(t.TempDir(), "marker")
 			s := &messagesStandIn{tool: tc.tool, input: tc.input(marker)}
-			r := runClaude(t, s, managed, work, hookBin, tc.extra...)
+			extra := tc.extra
+			if tc.mcp {
+				server, _ := filepath.Abs("mcp-server.mjs")
+				cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"deploy": map[string]any{
+					"type": "stdio", "command": "node", "args": []string{server}, "env": map[string]string{"MARKER": marker},
+				}}})
+				cfgPath := filepath.Join(work, "mcp.json")
+				os.WriteFile(cfgPath, cfg, 0o644)
+				extra = append(extra, "--mcp-config", cfgPath, "--strict-mcp-config")
+			}
+			r := runClaude(t, s, managed, work, hookBin, extra...)
 			ok, detail := tc.check(t, r, s, marker)
 			record(t, claudePkg, tc.name, ok, detail)
 		})
 	}
-	// An MCP-named tool is not among the cases: Claude Code calls only tools of the MCP servers
-	// it is configured with, so the case needs an offline MCP server (not built yet).
 }
