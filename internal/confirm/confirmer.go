@@ -245,13 +245,11 @@ func (c *Confirmer) answer(ctx context.Context, sessionID string, e Event) (conf
 		}
 	}
 	call := &gate.Call{Tool: e.Name, Server: e.MCPServerName, Input: gate.RenderInput(input), Surface: gate.SurfaceManagedAgents, Session: sessionID}
-	start := time.Now()
-	d := c.Gate.Decide(call)
-	if c.Metrics != nil {
-		c.Metrics.DecisionLatency.WithLabelValues(call.Surface).Observe(time.Since(start).Seconds())
-		c.Metrics.Decisions.WithLabelValues(call.Surface, string(d.Verdict)).Inc()
+	d, rec := decide(c.Gate, c.Metrics, c.Log, call, e.Input, "toolUseId", e.ID)
+	if c.Audit != nil {
+		rec.ToolUseID = e.ID
+		c.Audit(rec)
 	}
-	c.audit(call, e, d)
 
 	var conf ToolConfirmation
 	switch d.Verdict {
@@ -325,13 +323,20 @@ func auditOf(d gate.Decision, c *gate.Call, rawInput []byte) AuditRecord {
 	}
 }
 
-func (c *Confirmer) audit(call *gate.Call, e Event, d gate.Decision) {
-	rec := auditOf(d, call, e.Input)
-	rec.ToolUseID = e.ID
-	c.Log.Info("decision", "incidentId", rec.IncidentID, "surface", rec.Surface, "tool", rec.Tool, "verdict", rec.Verdict,
-		"rule", rec.Rule, "code", rec.Code, "reason", rec.Reason, "snapshotDigest", rec.SnapshotDigest, "session", rec.Session, "toolUseId", rec.ToolUseID,
-		"inputBytes", rec.InputBytes, "inputSha256", rec.InputSHA256)
-	if c.Audit != nil {
-		c.Audit(rec)
+// decide runs the gate for one call on any surface, counts it, and writes its audit line.
+// rawInput is the input as it arrived: hashed and measured, never logged. extra are further
+// key/value pairs for the audit line (the tool-use id, the caller).
+func decide(g Decider, m *Metrics, log logr.Logger, c *gate.Call, rawInput []byte, extra ...any) (gate.Decision, AuditRecord) {
+	start := time.Now()
+	d := g.Decide(c)
+	if m != nil {
+		m.DecisionLatency.WithLabelValues(c.Surface).Observe(time.Since(start).Seconds())
+		m.Decisions.WithLabelValues(c.Surface, string(d.Verdict)).Inc()
 	}
+	rec := auditOf(d, c, rawInput)
+	kv := append([]any{"incidentId", rec.IncidentID, "surface", rec.Surface, "tool", rec.Tool, "verdict", rec.Verdict,
+		"rule", rec.Rule, "code", rec.Code, "reason", rec.Reason, "snapshotDigest", rec.SnapshotDigest, "session", rec.Session,
+		"inputBytes", rec.InputBytes, "inputSha256", rec.InputSHA256}, extra...)
+	log.Info("decision", kv...)
+	return d, rec
 }

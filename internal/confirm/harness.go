@@ -132,7 +132,7 @@ func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller st
 		if err != nil {
 			input = gate.RenderInput(string(tc.Input))
 		}
-		d := a.decide(&gate.Call{Tool: tc.ToolName, Input: input, Surface: gate.SurfaceHarness, Session: req.Session}, caller, len(tc.Input))
+		d := a.decide(&gate.Call{Tool: tc.ToolName, Input: input, Surface: gate.SurfaceHarness, Session: req.Session}, caller, tc.Input)
 		if d.Verdict == gate.Ask {
 			resp.Pending = append(resp.Pending, heldApproval{ApprovalID: p.ApprovalID, ToolCallID: tc.ToolCallID, ToolName: tc.ToolName, Reason: d.Reason, IncidentID: d.IncidentID})
 			continue
@@ -197,7 +197,7 @@ func (a *API) needsApproval(w http.ResponseWriter, r *http.Request, caller strin
 		badRequest(w, fmt.Errorf("input is not JSON: %w", err))
 		return
 	}
-	d := a.decide(&gate.Call{Tool: req.ToolName, Input: input, Surface: gate.SurfaceWorkflow, Session: req.Session}, caller, len(req.Input))
+	d := a.decide(&gate.Call{Tool: req.ToolName, Input: input, Surface: gate.SurfaceWorkflow, Session: req.Session}, caller, req.Input)
 	switch d.Verdict {
 	case gate.Allow:
 		writeJSONStatus(w, http.StatusOK, map[string]any{"needsApproval": req.OnAllow == "human", "incidentId": d.IncidentID})

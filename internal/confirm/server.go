@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,19 +106,9 @@ func badRequest(w http.ResponseWriter, err error) {
 	writeJSONStatus(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
 }
 
-// decide runs the gate for one call and records the metrics and the audit line.
-func (a *API) decide(c *gate.Call, caller string, inputBytes int) gate.Decision {
-	start := time.Now()
-	d := a.Gate.Decide(c)
-	if a.Metrics != nil {
-		a.Metrics.DecisionLatency.WithLabelValues(c.Surface).Observe(time.Since(start).Seconds())
-		a.Metrics.Decisions.WithLabelValues(c.Surface, string(d.Verdict)).Inc()
-	}
-	raw, _ := json.Marshal(c.Input)
-	rec := auditOf(d, c, raw)
-	a.Log.Info("decision", "incidentId", rec.IncidentID, "surface", rec.Surface, "tool", rec.Tool, "verdict", rec.Verdict,
-		"rule", rec.Rule, "code", rec.Code, "reason", rec.Reason, "snapshotDigest", rec.SnapshotDigest, "session", rec.Session, "caller", caller,
-		"inputBytes", rec.InputBytes, "inputSha256", rec.InputSHA256)
+// decide runs the gate for one API call; rawInput is the input as the caller sent it.
+func (a *API) decide(c *gate.Call, caller string, rawInput []byte) gate.Decision {
+	d, _ := decide(a.Gate, a.Metrics, a.Log, c, rawInput, "caller", caller)
 	return d
 }
 
@@ -155,7 +144,7 @@ func (a *API) guard(w http.ResponseWriter, r *http.Request, caller string) {
 		badRequest(w, fmt.Errorf("input is not JSON: %w", err))
 		return
 	}
-	d := a.decide(&gate.Call{Tool: req.Tool, Server: req.Server, Input: input, Surface: req.Surface, Session: req.Session}, caller, len(req.Input))
+	d := a.decide(&gate.Call{Tool: req.Tool, Server: req.Server, Input: input, Surface: req.Surface, Session: req.Session}, caller, req.Input)
 	writeJSONStatus(w, http.StatusOK, d)
 }
 
