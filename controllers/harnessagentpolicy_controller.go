@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"slices"
 	"sync"
 	"time"
 
@@ -144,14 +143,8 @@ type desiredState struct {
 
 func (r *HarnessAgentPolicyReconciler) compute(ctx context.Context, p *gatev1.HarnessAgentPolicy, o *observedState) (*desiredState, error) {
 	want := &desiredState{}
-	meta := gate.PolicyMeta{
-		Policy:        p.Namespace + "/" + p.Name,
-		Generation:    p.Generation,
-		WorkspaceID:   p.Spec.WorkspaceID,
-		DefaultAction: gate.Verdict(p.Spec.DefaultAction),
-		FailurePolicy: gate.FailurePolicy(p.Spec.FailurePolicy),
-	}
-	snap, err := gate.BuildSnapshot(meta, gateRules(p.Spec.Rules))
+	meta, rules := bootstrap.SnapshotSource(p)
+	snap, err := gate.BuildSnapshot(meta, rules)
 	if err != nil {
 		errs, ok := err.(gate.FieldErrors)
 		if !ok {
@@ -198,14 +191,6 @@ func lastGoodSnapshot(cm *corev1.ConfigMap) *gate.Snapshot {
 		return nil
 	}
 	return s
-}
-
-func gateRules(rules []gatev1.Rule) []gate.Rule {
-	out := make([]gate.Rule, 0, len(rules))
-	for _, r := range rules {
-		out = append(out, gate.Rule{Name: r.Name, Tools: slices.Clone(r.Tools), When: r.When, Action: gate.Verdict(r.Action), Reason: r.Reason, Code: r.Code})
-	}
-	return out
 }
 
 func configMapName(p *gatev1.HarnessAgentPolicy) string     { return p.Name + "-bootstrap" }

@@ -35,11 +35,9 @@ func samplePolicy(t *testing.T) *gatev1.HarnessAgentPolicy {
 
 func snapshotOf(t *testing.T, p *gatev1.HarnessAgentPolicy) []byte {
 	t.Helper()
-	var rules []gate.Rule
-	for _, r := range p.Spec.Rules {
-		rules = append(rules, gate.Rule{Name: r.Name, Tools: r.Tools, When: r.When, Action: gate.Verdict(r.Action), Reason: r.Reason, Code: r.Code})
-	}
-	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: p.Namespace + "/" + p.Name, Generation: 1, WorkspaceID: p.Spec.WorkspaceID, DefaultAction: gate.Verdict(p.Spec.DefaultAction), FailurePolicy: gate.FailurePolicy(p.Spec.FailurePolicy)}, rules)
+	meta, rules := SnapshotSource(p)
+	meta.Generation = 1 // as the API server would number the sample's first version
+	s, err := gate.BuildSnapshot(meta, rules)
 	if err != nil {
 		t.Fatal(err)
 	}

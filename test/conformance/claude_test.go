@@ -104,11 +104,8 @@ func bundle(t *testing.T, hooksDir string) {
 	if err := yaml.UnmarshalStrict(raw, p); err != nil {
 		t.Fatal(err)
 	}
-	var rules []gate.Rule
-	for _, r := range p.Spec.Rules {
-		rules = append(rules, gate.Rule{Name: r.Name, Tools: r.Tools, When: r.When, Action: gate.Verdict(r.Action), Reason: r.Reason, Code: r.Code})
-	}
-	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/coding-agents", Generation: 1, WorkspaceID: p.Spec.WorkspaceID, DefaultAction: gate.Allow, FailurePolicy: gate.Fail}, rules)
+	p.Generation = 1
+	s, err := gate.BuildSnapshot(bootstrap.SnapshotSource(p))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,26 @@
+package bootstrap
+
+import (
+	"slices"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+// SnapshotSource is what a policy's rules snapshot is built from: its metadata and its rules
+// in the gate's terms. The controller, the tests and the conformance suite all build
+// snapshots through it, so they agree on the mapping.
+func SnapshotSource(p *gatev1.HarnessAgentPolicy) (gate.PolicyMeta, []gate.Rule) {
+	meta := gate.PolicyMeta{
+		Policy:        p.Namespace + "/" + p.Name,
+		Generation:    p.Generation,
+		WorkspaceID:   p.Spec.WorkspaceID,
+		DefaultAction: gate.Verdict(p.Spec.DefaultAction),
+		FailurePolicy: gate.FailurePolicy(p.Spec.FailurePolicy),
+	}
+	rules := make([]gate.Rule, 0, len(p.Spec.Rules))
+	for _, r := range p.Spec.Rules {
+		rules = append(rules, gate.Rule{Name: r.Name, Tools: slices.Clone(r.Tools), When: r.When, Action: gate.Verdict(r.Action), Reason: r.Reason, Code: r.Code})
+	}
+	return meta, rules
+}
