@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -86,7 +85,7 @@ func run(ctx context.Context) error {
 	)
 
 	env.Step("applying the samples to namespace %s", ns)
-	if err := applySamples(ctx, env, fake.URL); err != nil {
+	if err := env.ApplySamples(ctx, localenv.Samples{Namespace: ns, APIKey: apiKey, WebhookKey: whSecret, BaseURL: fake.URL, AgentID: agentID, PollInterval: 2 * time.Second}); err != nil {
 		return err
 	}
 	policy := &gatev1.HarnessAgentPolicy{}
@@ -106,42 +105,6 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("the confirmer did not answer: %w\n%s", err, env.Log("confirmer-coding-agents"))
 	}
 	return report(ctx, env, fake, conf)
-}
-
-func applySamples(ctx context.Context, env *localenv.Env, fakeURL string) error {
-	c := env.Client
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return err
-	}
-	for name, kv := range map[string][2]string{"anthropic": {"api-key", apiKey}, "anthropic-webhook": {"signing-key", whSecret}} {
-		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{kv[0]: []byte(kv[1])}}); err != nil {
-			return err
-		}
-	}
-	p := &gatev1.HarnessAgentPolicy{}
-	if err := readSample(env.Root, "gate_v1alpha1_harnessagentpolicy.yaml", p); err != nil {
-		return err
-	}
-	if err := c.Create(ctx, p); err != nil {
-		return err
-	}
-	sc := &gatev1.SessionConfirmer{}
-	if err := readSample(env.Root, "gate_v1alpha1_sessionconfirmer.yaml", sc); err != nil {
-		return err
-	}
-	// The sample, pointed at the fake and the demo's agent.
-	sc.Spec.Anthropic.BaseURL = fakeURL
-	sc.Spec.Sessions.AgentIDs = []string{agentID}
-	sc.Spec.Sessions.PollInterval = &metav1.Duration{Duration: 2 * time.Second}
-	return c.Create(ctx, sc)
-}
-
-func readSample(root, file string, into any) error {
-	b, err := os.ReadFile(filepath.Join(root, "config", "samples", file))
-	if err != nil {
-		return err
-	}
-	return yaml.UnmarshalStrict(b, into)
 }
 
 func report(ctx context.Context, env *localenv.Env, fake *anthropictest.Server, conf *localenv.Confirmer) error {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,9 +16,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/yaml"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/confirm/anthropictest"
@@ -60,17 +57,8 @@ func TestEndToEnd(t *testing.T) {
 	)
 
 	c := env.Client
-	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	must(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "anthropic"}, Data: map[string][]byte{"api-key": []byte(key)}}))
-	must(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "anthropic-webhook"}, Data: map[string][]byte{"signing-key": []byte("whsec_ZTJlIHdlYmhvb2sga2V5")}}))
+	must(t, env.ApplySamples(ctx, localenv.Samples{Namespace: ns, APIKey: key, WebhookKey: "whsec_ZTJlIHdlYmhvb2sga2V5", BaseURL: fake.URL, AgentID: "agent_e2e"}))
 	policy := &gatev1.HarnessAgentPolicy{}
-	readSample(t, root, "gate_v1alpha1_harnessagentpolicy.yaml", policy)
-	must(t, c.Create(ctx, policy))
-	sc := &gatev1.SessionConfirmer{}
-	readSample(t, root, "gate_v1alpha1_sessionconfirmer.yaml", sc)
-	sc.Spec.Anthropic.BaseURL = fake.URL
-	sc.Spec.Sessions.AgentIDs = []string{"agent_e2e"}
-	must(t, c.Create(ctx, sc))
 
 	key2 := types.NamespacedName{Namespace: ns, Name: "coding-agents"}
 	wait(t, ctx, "the policy is Ready", func() bool {
@@ -143,17 +131,6 @@ func readyDigest(t *testing.T, addr string) string {
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&out)
 	return out.SnapshotDigest
-}
-
-func readSample(t *testing.T, root, file string, into any) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "config", "samples", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(b, into); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func must(t *testing.T, err error) {
