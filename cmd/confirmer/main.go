@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -115,18 +114,18 @@ func run(o options, log logr.Logger) error {
 
 	api := &confirm.API{Gate: g, Reloader: reloader, HarnessSettings: o.harnessSettings, Metrics: metrics, Gatherer: reg, Log: log.WithName("gate")}
 
-	var kube kubernetes.Interface
+	var kube, reviews kubernetes.Interface
 	if !o.insecureNoAuth || o.leaderElect {
 		cfg, err := kubeConfig(o.kubeconfig)
 		if err != nil {
 			return fmt.Errorf("Kubernetes API (for TokenReview and leader election): %w", err)
 		}
-		if kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		if kube, reviews, err = kubeClients(cfg); err != nil {
 			return err
 		}
 	}
 	if !o.insecureNoAuth {
-		api.Auth = &confirm.Authenticator{Reviewer: kube.AuthenticationV1().TokenReviews(), Allowed: allowed}
+		api.Auth = &confirm.Authenticator{Reviewer: reviews.AuthenticationV1().TokenReviews(), Allowed: allowed}
 	} else {
 		log.Info("WARNING: the gate API is served without authentication (--insecure-no-auth, loopback only)")
 	}
@@ -182,7 +181,7 @@ func run(o options, log logr.Logger) error {
 		}()
 	}
 
-	srv := &http.Server{Addr: o.listen, Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := api.NewServer(o.listen, confirm.ServerOptions{}) // the defaults bound slow and idle clients
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	log.Info("confirmer serving", "listen", o.listen, "snapshot", o.snapshot, "agents", o.agentIDs, "webhook", api.Webhook != nil, "leaderElect", o.leaderElect)
@@ -219,6 +218,31 @@ func leaderLoop(ctx context.Context, kube kubernetes.Interface, ns, lease, id st
 			},
 		})
 	}
+}
+
+// The TokenReview client's own rate limit. Reviews are cached (1 min when authenticated, 10 s
+// when not) and collapsed per token, so steady state is a few a minute; 20/s with bursts of
+// 50 admits a rollout of many new callers at once while capping what a flood of bogus tokens
+// can make the API server do.
+const (
+	tokenReviewQPS   = 20
+	tokenReviewBurst = 50
+)
+
+// kubeClients returns the client for leader election (cfg as given) and one for TokenReviews
+// with a rate limiter of its own, so callers of the gate API can never delay Lease renewals.
+func kubeClients(cfg *rest.Config) (leases, reviews kubernetes.Interface, err error) {
+	if leases, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, nil, err
+	}
+	rc := rest.CopyConfig(cfg)
+	rc.RateLimiter = nil // CopyConfig keeps cfg's limiter; the reviews get their own
+	rc.QPS, rc.Burst = tokenReviewQPS, tokenReviewBurst
+	rc.UserAgent = rest.DefaultKubernetesUserAgent() + " token-review"
+	if reviews, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, nil, err
+	}
+	return leases, reviews, nil
 }
 
 func kubeConfig(path string) (*rest.Config, error) {

@@ -26,16 +26,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	// Whatever happens below, the call is refused rather than let through by a crash.
 	defer func() {
 		if r := recover(); r != nil {
-			exit = answer(stdout, stderr, refuse(gate.CodeGateCrashed, fmt.Sprintf("gate-hook failed: %v", r)), false)
+			exit = answer(stdout, stderr, refuse(gate.CodeGateCrashed, fmt.Sprintf("gate-hook failed (%T)", r)), false)
 		}
 	}()
 
 	fs := flag.NewFlagSet("gate-hook", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	snapshot := fs.String("snapshot", envOr("INTUTIC_GATE_SNAPSHOT", defaultSnapshot), "path of the policy snapshot (env INTUTIC_GATE_SNAPSHOT)")
-	workspace := fs.String("workspace", os.Getenv("INTUTIC_GATE_WORKSPACE"), "refuse snapshots of any other workspace (env INTUTIC_GATE_WORKSPACE)")
+	// Flags only, never the environment: Claude Code hands hooks the env of settings files the
+	// agent can write, so nothing there may choose the snapshot or change how the hook answers.
+	snapshot := fs.String("snapshot", defaultSnapshot, "path of the policy snapshot")
+	workspace := fs.String("workspace", "", "refuse snapshots of any other workspace")
 	install := fs.String("install", "", "copy this binary into the given directory and exit (for an init container: the image needs no shell)")
-	explicitAllow := fs.Bool("explicit-allow", os.Getenv("INTUTIC_GATE_EXPLICIT_ALLOW") == "true", "answer Allow with permissionDecision \"allow\" instead of no decision (env INTUTIC_GATE_EXPLICIT_ALLOW=true)")
+	explicitAllow := fs.Bool("explicit-allow", false, "answer Allow with permissionDecision \"allow\" instead of no decision")
 	if err := fs.Parse(args); err != nil {
 		return answer(stdout, stderr, refuse(gate.CodeInputInvalid, "gate-hook was started with invalid flags"), false)
 	}
@@ -92,7 +94,7 @@ func installSelf(dir string) error {
 }
 
 func refuse(code, reason string) gate.Decision {
-	return gate.Decide(nil, &gate.SnapshotError{Code: code, Reason: reason}, nil)
+	return gate.Refuse(code, reason)
 }
 
 func answer(stdout, stderr io.Writer, d gate.Decision, explicitAllow bool) int {
@@ -110,11 +112,4 @@ func answer(stdout, stderr io.Writer, d gate.Decision, explicitAllow bool) int {
 		fmt.Fprintln(stderr, msg)
 	}
 	return exit
-}
-
-func envOr(key, fallback string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return fallback
 }

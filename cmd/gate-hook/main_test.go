@@ -210,7 +210,9 @@ func TestFailuresBlock(t *testing.T) {
 		{"snapshot empty", good, nil, []string{"--snapshot", empty}, "[Intutic Governance] BLOCKED: the policy snapshot is empty"},
 		{"snapshot corrupt", good, nil, []string{"--snapshot", corrupt}, "[Intutic Governance] BLOCKED: the policy snapshot is not valid JSON"},
 		{"another workspace", good, nil, []string{"--snapshot", snap, "--workspace", "ws_999"}, `[Intutic Governance] BLOCKED: the policy snapshot is for workspace "ws_123", not "ws_999"`},
-		{"another workspace by env", good, []string{"INTUTIC_GATE_SNAPSHOT=" + snap, "INTUTIC_GATE_WORKSPACE=ws_999"}, nil, `[Intutic Governance] BLOCKED: the policy snapshot is for workspace "ws_123", not "ws_999"`},
+		// The environment is the agent's to write (Claude Code applies settings-file env to
+		// hooks), so it never names the snapshot: the default path is used, and absent here.
+		{"snapshot named only by env", good, []string{"INTUTIC_GATE_SNAPSHOT=" + snap}, nil, "[Intutic Governance] BLOCKED: no policy snapshot at /opt/intutic/hooks/"},
 		{"stdin malformed", []byte(`{"tool_name": "Bash", `), nil, []string{"--snapshot", snap}, "[Intutic Governance] BLOCKED: the hook input is not valid JSON"},
 		{"stdin empty", nil, nil, []string{"--snapshot", snap}, "[Intutic Governance] BLOCKED: the hook input is not valid JSON"},
 		{"stdin without tool_name", []byte(`{"hook_event_name":"PreToolUse"}`), nil, []string{"--snapshot", snap}, "[Intutic Governance] BLOCKED: the hook input has no tool_name"},
@@ -235,21 +237,27 @@ func TestFailuresBlock(t *testing.T) {
 	}
 }
 
-func TestEnvAndExplicitAllow(t *testing.T) {
+// TestEnvironmentIsIgnored: no variable an agent's settings file can set changes the answer.
+func TestEnvironmentIsIgnored(t *testing.T) {
 	snap := writeSnapshot(t, "ws_123")
 	in := payload("Bash", map[string]any{"command": "ls"}, nil)
 
-	r := runHook(t, in, []string{"INTUTIC_GATE_SNAPSHOT=" + snap, "INTUTIC_GATE_WORKSPACE=ws_123"})
-	if r.exit != 0 || r.stdout != "" {
-		t.Fatalf("env-configured hook: want a silent allow, got %+v", r)
-	}
-	r = runHook(t, in, nil, "--snapshot", snap, "--explicit-allow")
+	r := runHook(t, in, nil, "--snapshot", snap, "--explicit-allow")
 	if d := decision(t, r.stdout); r.exit != 0 || d.PermissionDecision != "allow" {
 		t.Fatalf("--explicit-allow: want permissionDecision allow, got %+v", r)
 	}
 	r = runHook(t, in, []string{"INTUTIC_GATE_EXPLICIT_ALLOW=true"}, "--snapshot", snap)
-	if d := decision(t, r.stdout); r.exit != 0 || d.PermissionDecision != "allow" {
-		t.Fatalf("INTUTIC_GATE_EXPLICIT_ALLOW: want permissionDecision allow, got %+v", r)
+	if r.exit != 0 || r.stdout != "" {
+		t.Fatalf("INTUTIC_GATE_EXPLICIT_ALLOW must not change the answer: want a silent allow, got %+v", r)
+	}
+	r = runHook(t, in, []string{"INTUTIC_GATE_WORKSPACE=ws_999"}, "--snapshot", snap)
+	if r.exit != 0 {
+		t.Fatalf("INTUTIC_GATE_WORKSPACE must not change the answer: got %+v", r)
+	}
+	blocked := payload("Bash", map[string]any{"command": "rm -rf /"}, nil)
+	r = runHook(t, blocked, []string{"INTUTIC_GATE_EXPLICIT_ALLOW=true", "INTUTIC_GATE_SNAPSHOT=/dev/null"}, "--snapshot", snap)
+	if r.exit != 2 {
+		t.Fatalf("a blocked call under a hostile environment: want exit 2, got %+v", r)
 	}
 }
 

@@ -10,9 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
 )
 
 // TokenReviewer reviews a bearer token; client-go's TokenReviews client satisfies it.
@@ -22,21 +25,48 @@ type TokenReviewer interface {
 
 // Authenticator admits callers of the gate HTTP API by their ServiceAccount token: the token
 // is checked with a TokenReview and the ServiceAccount must be on the allow-list
-// (namespace/name or namespace/*). Positive reviews are cached for CacheTTL, keyed by the
-// token's hash, never the token itself.
+// (namespace/name or namespace/*).
+//
+// Every unknown token costs the API server a review, so reviews are rationed: a token that
+// reviewed as authenticated is trusted for CacheTTL, one that did not is refused for
+// NegativeCacheTTL without another review, and concurrent requests with the same token share
+// one review. Caches and in-flight reviews are keyed by the token's SHA-256, never the token.
+// A review that failed (the API server did not answer) is not cached: the next request
+// retries it.
 type Authenticator struct {
 	Reviewer TokenReviewer
 	Allowed  []string
+	// CacheTTL is how long an authenticated token is trusted; default DefaultAuthCacheTTL.
 	CacheTTL time.Duration
+	// NegativeCacheTTL is how long a token that did not authenticate is refused without a
+	// review; default DefaultAuthNegativeCacheTTL.
+	NegativeCacheTTL time.Duration
+	// ReviewTimeout bounds one TokenReview; default DefaultReviewTimeout.
+	ReviewTimeout time.Duration
+	// Clock drives the cache TTLs; nil is the real clock.
+	Clock clock.PassiveClock
 
-	mu    sync.Mutex
-	cache map[[32]byte]authEntry
+	init          sync.Once
+	authenticated *cache.LRUExpireCache // token hash -> username
+	rejected      *cache.LRUExpireCache // token hash -> struct{}
+	reviews       singleflight.Group    // keyed by the token hash
 }
 
-type authEntry struct {
-	sa      string
-	expires time.Time
-}
+// Defaults of the Authenticator.
+const (
+	// DefaultAuthCacheTTL: a revoked token stops working within a minute, while a caller
+	// making a call per tool use costs one review a minute.
+	DefaultAuthCacheTTL = time.Minute
+	// DefaultAuthNegativeCacheTTL: long enough that repeating a bogus token costs at most one
+	// review per 10 s, short enough that nothing a caller fixes stays refused for long.
+	DefaultAuthNegativeCacheTTL = 10 * time.Second
+	// DefaultReviewTimeout: TokenReview is answered in milliseconds; beyond 10 s the API
+	// server is in trouble and the caller gets a 503 to retry.
+	DefaultReviewTimeout = 10 * time.Second
+	// maxCachedTokens bounds each cache; the least recently used entry goes first, and a flood
+	// of bogus tokens cannot evict authenticated ones (they are kept apart).
+	maxCachedTokens = 10_000
+)
 
 // ValidateAllowList checks allow-list entries: namespace/name or namespace/*.
 func ValidateAllowList(entries []string) error {
@@ -75,42 +105,74 @@ func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
 	if !ok || token == "" {
 		return "", errUnauthenticated
 	}
+	a.init.Do(func() {
+		var clk cache.Clock = clock.RealClock{}
+		if a.Clock != nil {
+			clk = a.Clock
+		}
+		a.authenticated = cache.NewLRUExpireCacheWithClock(maxCachedTokens, clk)
+		a.rejected = cache.NewLRUExpireCacheWithClock(maxCachedTokens, clk)
+	})
 	key := sha256.Sum256([]byte(token))
-	now := time.Now()
-	a.mu.Lock()
-	if e, ok := a.cache[key]; ok && now.Before(e.expires) {
-		a.mu.Unlock()
-		return e.sa, nil
+	if user, ok := a.authenticated.Get(key); ok {
+		return a.admit(user.(string))
 	}
-	a.mu.Unlock()
+	if _, ok := a.rejected.Get(key); ok {
+		return "", errInvalidToken
+	}
+	// The review outlives a caller that goes away, since others may be waiting on it.
+	rctx := context.WithoutCancel(r.Context())
+	ch := a.reviews.DoChan(string(key[:]), func() (any, error) { return a.review(rctx, key, token) })
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return "", res.Err
+		}
+		if user := res.Val.(string); user != "" {
+			return a.admit(user)
+		}
+		return "", errInvalidToken
+	case <-r.Context().Done():
+		return "", fmt.Errorf("waiting for the token review: %w", r.Context().Err())
+	}
+}
 
-	res, err := a.Reviewer.Create(r.Context(), &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+// review makes one TokenReview and caches its outcome: the username, or "" when the token
+// did not authenticate.
+func (a *Authenticator) review(ctx context.Context, key [32]byte, token string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, orDefault(a.ReviewTimeout, DefaultReviewTimeout))
+	defer cancel()
+	res, err := a.Reviewer.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("reviewing the token: %w", err)
 	}
-	if !res.Status.Authenticated {
-		return "", errInvalidToken
+	if !res.Status.Authenticated || res.Status.User.Username == "" {
+		a.rejected.Add(key, struct{}{}, orDefault(a.NegativeCacheTTL, DefaultAuthNegativeCacheTTL))
+		return "", nil
 	}
-	rest, ok := strings.CutPrefix(res.Status.User.Username, "system:serviceaccount:")
+	a.authenticated.Add(key, res.Status.User.Username, orDefault(a.CacheTTL, DefaultAuthCacheTTL))
+	return res.Status.User.Username, nil
+}
+
+// admit maps an authenticated username to namespace/name if it is an allowed ServiceAccount.
+func (a *Authenticator) admit(username string) (string, error) {
+	rest, ok := strings.CutPrefix(username, "system:serviceaccount:")
 	if !ok {
-		return "", fmt.Errorf("%w: %s is not a ServiceAccount", errForbidden, res.Status.User.Username)
+		return "", fmt.Errorf("%w: %s is not a ServiceAccount", errForbidden, username)
 	}
 	ns, name, _ := strings.Cut(rest, ":")
 	sa := ns + "/" + name
 	if !a.allowed(ns, name) {
 		return "", fmt.Errorf("%w: ServiceAccount %s may not call the gate API", errForbidden, sa)
 	}
-	ttl := a.CacheTTL
-	if ttl == 0 {
-		ttl = time.Minute
-	}
-	a.mu.Lock()
-	if a.cache == nil || len(a.cache) > 10_000 {
-		a.cache = map[[32]byte]authEntry{}
-	}
-	a.cache[key] = authEntry{sa: sa, expires: now.Add(ttl)}
-	a.mu.Unlock()
 	return sa, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 func (a *Authenticator) allowed(ns, name string) bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -238,14 +237,8 @@ func (c *Confirmer) countConfirmation(result string) {
 // answer decides one pending call and sends its confirmation, or holds an Ask until the
 // deadline, measured from the call's processed_at so a restart does not extend it.
 func (c *Confirmer) answer(ctx context.Context, sessionID string, e Event) (confirmed bool, deadline time.Time, err error) {
-	var input any
-	if len(e.Input) > 0 {
-		if err := json.Unmarshal(e.Input, &input); err != nil {
-			input = string(e.Input)
-		}
-	}
-	call := &gate.Call{Tool: e.Name, Server: e.MCPServerName, Input: gate.RenderInput(input), Surface: gate.SurfaceManagedAgents, Session: sessionID}
-	d, rec := decide(c.Gate, c.Metrics, c.Log, call, e.Input, "toolUseId", e.ID)
+	call := &gate.Call{Tool: e.Name, Server: e.MCPServerName, Surface: gate.SurfaceManagedAgents, Session: sessionID}
+	d, rec := decideRaw(c.Gate, c.Metrics, c.Log, call, e.Input, "toolUseId", e.ID)
 	if c.Audit != nil {
 		rec.ToolUseID = e.ID
 		c.Audit(rec)
@@ -322,6 +315,23 @@ func auditOf(d gate.Decision, c *gate.Call, rawInput []byte) AuditRecord {
 		Session: c.Session, InputBytes: len(rawInput), InputSHA256: hex.EncodeToString(sum[:]),
 	}
 }
+
+// decideRaw renders a call's input from its JSON encoding (gate.RenderRawInput) and decides
+// the call. Input that does not decode is refused with input_invalid without consulting the
+// gate, and is counted and audited like any other decision.
+func decideRaw(g Decider, m *Metrics, log logr.Logger, c *gate.Call, rawInput []byte, extra ...any) (gate.Decision, AuditRecord) {
+	input, err := gate.RenderRawInput(rawInput)
+	if err != nil {
+		return decide(refused(gate.Refuse(gate.CodeInputInvalid, err.Error())), m, log, c, rawInput, extra...)
+	}
+	c.Input = input
+	return decide(g, m, log, c, rawInput, extra...)
+}
+
+// refused is a Decider that answers every call with one refusal.
+type refused gate.Decision
+
+func (r refused) Decide(*gate.Call) gate.Decision { return gate.Decision(r) }
 
 // decide runs the gate for one call on any surface, counts it, and writes its audit line.
 // rawInput is the input as it arrived: hashed and measured, never logged. extra are further

@@ -121,6 +121,10 @@ func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller st
 		badRequest(w, err)
 		return
 	}
+	if err := uniqueApprovalIDs(req.PendingApprovals); err != nil {
+		badRequest(w, err)
+		return
+	}
 	resp := approvalsResponse{ToolApprovalContinuations: []continuation{}, Pending: []heldApproval{}}
 	for i, p := range req.PendingApprovals {
 		tc, err := p.normalize()
@@ -128,11 +132,10 @@ func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller st
 			badRequest(w, fmt.Errorf("pendingApprovals[%d]: %w", i, err))
 			return
 		}
-		input, err := gate.RenderRawInput(tc.Input)
-		if err != nil {
-			input = gate.RenderInput(string(tc.Input))
-		}
-		d := a.decide(&gate.Call{Tool: tc.ToolName, Input: input, Surface: gate.SurfaceHarness, Session: req.Session}, caller, tc.Input)
+		// Input that does not decode as the harness decoded it is refused, never approved.
+		call := &gate.Call{Tool: tc.ToolName, Surface: gate.SurfaceHarness, Session: req.Session}
+		d, _ := decideRaw(a.Gate, a.Metrics, a.Log, call, tc.Input, "caller", caller)
+		d = publicDecision(d)
 		if d.Verdict == gate.Ask {
 			resp.Pending = append(resp.Pending, heldApproval{ApprovalID: p.ApprovalID, ToolCallID: tc.ToolCallID, ToolName: tc.ToolName, Reason: d.Reason, IncidentID: d.IncidentID})
 			continue
@@ -148,6 +151,22 @@ func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller st
 		})
 	}
 	writeJSONStatus(w, http.StatusOK, resp)
+}
+
+// uniqueApprovalIDs refuses a request that names one approval twice: each occurrence would
+// get its own answer, and the answers may contradict each other.
+func uniqueApprovalIDs(ps []pendingApproval) error {
+	first := make(map[string]int, len(ps))
+	for i, p := range ps {
+		if p.ApprovalID == "" {
+			continue // normalize refuses it
+		}
+		if j, ok := first[p.ApprovalID]; ok {
+			return fmt.Errorf("pendingApprovals[%d]: approvalId %q is duplicated (first at pendingApprovals[%d])", i, p.ApprovalID, j)
+		}
+		first[p.ApprovalID] = i
+	}
+	return nil
 }
 
 // needsApprovalRequest is POST /v1/workflow/needs-approval: the arguments of a workflow

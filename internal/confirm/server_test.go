@@ -294,3 +294,24 @@ func TestWebhookEndpoint(t *testing.T) {
 		t.Fatalf("%d confirmations before the queue ran", n)
 	}
 }
+
+// TestHarnessApprovalsDuplicateID: the same approvalId twice in one request would get two
+// answers, possibly contradictory (the second call may be decided on a different snapshot);
+// the request is refused, naming the id, and nothing is decided.
+func TestHarnessApprovalsDuplicateID(t *testing.T) {
+	f := newAPI(t, testGate(t))
+	body := `{"pendingApprovals":[
+		{"approvalId":"appr_1","toolCallId":"call_1","toolName":"read","input":"{}","kind":"builtin"},
+		{"approvalId":"appr_2","toolCallId":"call_2","toolName":"read","input":"{}","kind":"builtin"},
+		{"type":"tool-approval-request","approvalId":"appr_1","toolCall":{"type":"tool-call","toolCallId":"call_3","toolName":"bash","input":{"command":"rm -rf /"}}}
+	]}`
+	status, out := f.call(t, "POST", "/v1/harness/approvals", tok, body)
+	if status != 400 || !strings.Contains(out["error"].(string), `"appr_1"`) || !strings.Contains(out["error"].(string), "pendingApprovals[2]") {
+		t.Fatalf("%d %v, want 400 naming appr_1", status, out)
+	}
+	decided := make(chan prometheus.Metric, 16)
+	f.metrics.Decisions.Collect(decided)
+	if n := len(decided); n != 0 {
+		t.Fatalf("%d decision series for a refused request", n)
+	}
+}

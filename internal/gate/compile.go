@@ -139,7 +139,7 @@ func compileRule(i int, r Rule) (compiledRule, FieldErrors) {
 			errs = append(errs, FieldError{fmt.Sprintf("%s.tools[%d]", base, j), fmt.Sprintf("%q is not a valid glob pattern: %v", p, err)})
 			continue
 		}
-		cr.patterns = append(cr.patterns, normalizeToolName(p))
+		cr.patterns = append(cr.patterns, normalizePattern(p))
 	}
 	if r.When != "" {
 		lp := &lazyProgram{rule: r}
@@ -202,7 +202,7 @@ func withPrefilters(rules []Rule) ([]Rule, FieldErrors) {
 			if err != nil {
 				return nil, FieldErrors{{fmt.Sprintf("spec.rules[%d].when", i), err.Error()}}
 			}
-			r.Prefilter = prefilterOf(checked.NativeRep().Expr())
+			r.Prefilter = boundedPrefilter(prefilterOf(checked.NativeRep().Expr()), r.When)
 		}
 		out[i] = r
 	}

@@ -62,8 +62,13 @@ const (
 	CodePolicyInvalid = "policy_invalid"
 	// CodeRuleError: a rule's expression failed to compile or evaluate under failurePolicy Fail.
 	CodeRuleError = "rule_error"
-	// CodeInputInvalid: the call itself could not be read (malformed or oversized hook input).
+	// CodeInputInvalid: the call itself could not be read: malformed or oversized hook input, a
+	// tool input that does not decode (see RenderInput), or an MCP server that contradicts the
+	// tool name (see ResolveTool).
 	CodeInputInvalid = "input_invalid"
+	// CodeInputTooCostly: a rule could not judge the input within the cost limit. The call is
+	// refused under either failurePolicy: the rule is not broken, the input is too large for it.
+	CodeInputTooCostly = "input_too_costly"
 	// CodeDefaultAction: no rule matched and the policy's defaultAction is Ask or Block.
 	CodeDefaultAction = "default_action"
 )
@@ -99,6 +104,12 @@ type Decision struct {
 	Message string `json:"message,omitempty"`
 	// SnapshotDigest is the digest of the snapshot that decided, empty when none was in force.
 	SnapshotDigest string `json:"snapshotDigest,omitempty"`
+}
+
+// Refuse is the Block a surface answers with when it cannot put a call to the gate at all (its
+// input does not decode, say): no rule decided it and no snapshot was consulted.
+func Refuse(code, reason string) Decision {
+	return refusal(code, reason, "")
 }
 
 // refusal builds a Block decision that no rule made.

@@ -17,7 +17,13 @@ func FuzzRenderInput(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		m := RenderInput(s)
+		m, err := RenderInput(s)
+		if err != nil {
+			if m != nil {
+				t.Fatal("RenderInput returned an input with its error")
+			}
+			return
+		}
 		if m == nil {
 			t.Fatal("RenderInput returned nil")
 		}
@@ -74,7 +80,7 @@ func FuzzHookInput(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		call, _, err := ParseHookInput(data)
 		if err != nil {
-			out, _, exit := HookResponse(Decide(nil, &SnapshotError{Code: CodeInputInvalid, Reason: err.Error()}, nil), false)
+			out, _, exit := HookResponse(Refuse(CodeInputInvalid, err.Error()), false)
 			if exit != 2 || len(out) == 0 {
 				t.Fatalf("malformed hook input must be denied with exit 2, got exit %d", exit)
 			}

@@ -91,7 +91,8 @@ func Decide(p *Policy, failure *SnapshotError, c *Call) (d Decision) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			d = refusal(CodeGateCrashed, fmt.Sprintf("the gate failed while evaluating the call: %v", r), p.snap.Digest)
+			// The panic's value may quote the input, and the reason is logged: its type only.
+			d = refusal(CodeGateCrashed, fmt.Sprintf("the gate failed while evaluating the call (%T)", r), p.snap.Digest)
 		}
 	}()
 	return p.Decide(c)

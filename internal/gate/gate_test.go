@@ -109,7 +109,7 @@ func TestDecisionSemantics(t *testing.T) {
 		{"rule without when always applies", PolicyMeta{}, []Rule{{Name: "all-bash", Tools: []string{"bash"}, Action: Ask, Reason: "every command"}}, bash("ls"), Ask, "all-bash", "", "every command"},
 		{"rule without tools applies to every tool", PolicyMeta{}, []Rule{{Name: "everything", When: `surface == "hook"`, Action: Block, Reason: "no hooks"}}, &Call{Tool: "Read", Input: map[string]any{"file_path": "/x"}, Surface: SurfaceHook}, Block, "everything", "", "no hooks"},
 		{"rule for another tool does not apply", PolicyMeta{}, []Rule{blockForce}, &Call{Tool: "Write", Input: map[string]any{"command": "git push --force"}}, Allow, "", "", "no rule matched"},
-		{"erroring rule blocks under Fail", PolicyMeta{FailurePolicy: Fail}, []Rule{erroring}, bash("ls"), Block, "needs-field", CodeRuleError, "rule needs-field could not be evaluated: no such key: missing"},
+		{"erroring rule blocks under Fail", PolicyMeta{FailurePolicy: Fail}, []Rule{erroring}, bash("ls"), Block, "needs-field", CodeRuleError, "rule needs-field could not be evaluated: no_such_key"},
 		{"erroring rule is skipped under Ignore", PolicyMeta{FailurePolicy: Ignore}, []Rule{erroring, askPush}, bash("git push"), Ask, "ask-push", "", "pushing needs a human"},
 		{"erroring rule after a block is never reached", PolicyMeta{}, []Rule{blockMain, erroring}, bash("git checkout main"), Block, "block-main", "main_branch", "not on main"},
 		{"variables tool, server, surface, session", PolicyMeta{}, []Rule{{Name: "vars", When: `tool == "mcp__github__create_issue" && server == "github" && surface == "managed-agents" && session == "sesn_1"`, Action: Block, Reason: "vars"}},
@@ -150,8 +150,8 @@ func TestCostLimitBlocksUnderFail(t *testing.T) {
 		When: `input.command.split("").all(a, input.command.split("").all(b, input.command.split("").all(c, a != "\u0000")))`}
 	g := gateFor(t, PolicyMeta{}, expensive)
 	d := g.Decide(bash(strings.Repeat("x", 200)))
-	if d.Verdict != Block || d.Code != CodeRuleError || !strings.Contains(d.Reason, "cost limit") {
-		t.Fatalf("want a rule_error Block for exceeding the cost limit, got %+v", d)
+	if d.Verdict != Block || d.Code != CodeInputTooCostly || !strings.Contains(d.Reason, "cost limit") {
+		t.Fatalf("want an input_too_costly Block for exceeding the cost limit, got %+v", d)
 	}
 }
 
@@ -159,33 +159,52 @@ func TestRenderInput(t *testing.T) {
 	cases := []struct {
 		name string
 		in   any
-		want string
+		want string // "" for an input that does not decode
 	}{
 		{"object", map[string]any{"command": "ls"}, `map[command:ls]`},
 		{"JSON object string", `{"command":"ls"}`, `map[command:ls]`},
 		{"JSON array string", `[1,"a"]`, `map[args:[[1 a]]]`},
 		{"JSON number string", `42`, `map[args:[42]]`},
-		{"plain string", `rm -rf /`, `map[args:[rm -rf /]]`},
+		{"JSON string string", `"rm -rf /"`, `map[args:[rm -rf /]]`},
+		// Text that is not JSON does not decode: it is refused, not wrapped in args.
+		{"plain string", `rm -rf /`, ``},
+		{"number beyond float64", `{"n":1e999}`, ``},
 		{"number", 3.5, `map[args:[3.5]]`},
 		{"array", []any{"a", "b"}, `map[args:[[a b]]]`},
 		{"null", nil, `map[args:[<nil>]]`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := fmtValue(RenderInput(tc.in)); got != tc.want {
-				t.Fatalf("RenderInput(%#v) = %s, want %s", tc.in, got, tc.want)
+			m, err := RenderInput(tc.in)
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("RenderInput(%#v) = %s, want an error", tc.in, fmtValue(m))
+				}
+				return
+			}
+			if got := fmtValue(m); err != nil || got != tc.want {
+				t.Fatalf("RenderInput(%#v) = %s, %v, want %s", tc.in, got, err, tc.want)
 			}
 		})
 	}
 	// A string input is what the harness sends for some tools: rules see the parsed object.
 	g := gateFor(t, PolicyMeta{}, Rule{Name: "r", When: `input.command == "ls"`, Action: Block, Reason: "ls"})
-	if d := g.Decide(&Call{Tool: "Bash", Input: RenderInput(`{"command":"ls"}`)}); d.Verdict != Block {
+	if d := g.Decide(&Call{Tool: "Bash", Input: mustRender(t, `{"command":"ls"}`)}); d.Verdict != Block {
 		t.Fatalf("a JSON string input was not parsed: %+v", d)
 	}
 	g = gateFor(t, PolicyMeta{}, Rule{Name: "r", When: `input.args[0] == "ls"`, Action: Block, Reason: "ls"})
-	if d := g.Decide(&Call{Tool: "custom", Input: RenderInput("ls")}); d.Verdict != Block {
-		t.Fatalf("a plain string input was not wrapped in args: %+v", d)
+	if d := g.Decide(&Call{Tool: "custom", Input: mustRender(t, `"ls"`)}); d.Verdict != Block {
+		t.Fatalf("a JSON string holding a plain string was not wrapped in args: %+v", d)
 	}
+}
+
+func mustRender(t *testing.T, v any) map[string]any {
+	t.Helper()
+	m, err := RenderInput(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func TestFailClosed(t *testing.T) {
@@ -202,12 +221,12 @@ func TestFailClosed(t *testing.T) {
 		}
 		return p
 	}
-	tampered := strings.Replace(string(goodBytes), `"reason": "x"`, `"reason": "y"`, 1)
+	tampered := strings.Replace(string(goodBytes), `"reason":"x"`, `"reason":"y"`, 1)
 	if tampered == string(goodBytes) {
 		t.Fatal("tampering did not change the snapshot")
 	}
-	wrongKind := strings.Replace(string(goodBytes), `"kind": "PolicySnapshot"`, `"kind": "Policy"`, 1)
-	unknownField := strings.Replace(string(goodBytes), `"policy":`, `"allowAll": true, "policy":`, 1)
+	wrongKind := strings.Replace(string(goodBytes), `"kind":"PolicySnapshot"`, `"kind":"Policy"`, 1)
+	unknownField := strings.Replace(string(goodBytes), `"policy":`, `"allowAll":true,"policy":`, 1)
 	invalid, err := BuildInvalidSnapshot(PolicyMeta{Policy: "agents/broken", WorkspaceID: "ws_1"}, "spec.rules[0].when: undeclared reference to 'inptu'")
 	if err != nil {
 		t.Fatal(err)
@@ -275,6 +294,10 @@ func TestFailClosed(t *testing.T) {
 		d := g.Decide(nil) // a nil call panics inside evaluation
 		if d.Verdict != Block || d.Code != CodeGateCrashed {
 			t.Fatalf("got %+v", d)
+		}
+		// A panic's message may quote the input, and reasons are logged: only its type shows.
+		if strings.Contains(d.Reason, "nil pointer") {
+			t.Fatalf("the reason carries the panic's message: %q", d.Reason)
 		}
 	})
 }

@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +13,8 @@ import (
 const MaxHookInput = 4 << 20
 
 // HookInput is the part of the PreToolUse stdin the gate uses. Unknown fields are ignored:
-// Claude Code adds fields between releases.
+// Claude Code adds fields between releases. Field names are case-sensitive, as in JavaScript: a
+// field named like one of these in another case is an error, not an alias.
 type HookInput struct {
 	SessionID     string          `json:"session_id"`
 	HookEventName string          `json:"hook_event_name"`
@@ -42,12 +42,8 @@ func ReadHookInput(r io.Reader) (*Call, *HookInput, error) {
 // ParseHookInput parses PreToolUse hook JSON into a call on the hook surface.
 func ParseHookInput(data []byte) (*Call, *HookInput, error) {
 	var in HookInput
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&in); err != nil {
+	if err := decodeJSON(data, &in, true); err != nil {
 		return nil, nil, fmt.Errorf("the hook input is not valid JSON: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, nil, errors.New("the hook input has trailing data")
 	}
 	if in.HookEventName != "" && in.HookEventName != "PreToolUse" {
 		return nil, nil, fmt.Errorf("the gate answers PreToolUse, not %q", in.HookEventName)
@@ -57,7 +53,7 @@ func ParseHookInput(data []byte) (*Call, *HookInput, error) {
 	}
 	input, err := RenderRawInput(in.ToolInput)
 	if err != nil {
-		return nil, nil, fmt.Errorf("tool_input is not valid JSON: %w", err)
+		return nil, nil, fmt.Errorf("tool_input cannot be judged: %w", err)
 	}
 	call := &Call{Tool: in.ToolName, Input: input, Surface: SurfaceHook, Session: in.SessionID}
 	if in.MCPServer != nil {

@@ -50,7 +50,7 @@ func ruleMatchesTool(patterns []string, name string) bool {
 		return true
 	}
 	for _, p := range patterns {
-		if validatePattern(p) != nil || matchPattern(normalizeToolName(p), name) {
+		if validatePattern(p) != nil || matchPattern(normalizePattern(p), name) {
 			return true
 		}
 	}
@@ -98,13 +98,12 @@ func (p *Policy) Decide(c *Call) Decision {
 	if s.Invalid != "" {
 		return refusal(CodePolicyInvalid, "policy "+s.Policy+" has never compiled: "+s.Invalid, s.Digest)
 	}
-	name := CanonicalToolName(c.Tool, c.Server)
+	name, server, err := ResolveTool(c.Tool, c.Server)
+	if err != nil {
+		return refusal(CodeInputInvalid, err.Error(), s.Digest)
+	}
 	if p.onlyTool != "" && normalizeToolName(name) != p.onlyTool {
 		return refusal(CodeGateCrashed, "the gate was compiled for another tool", s.Digest)
-	}
-	server := c.Server
-	if server == "" {
-		server = MCPServer(name)
 	}
 	act := activations.Get().(*activation)
 	*act = activation{tool: name, server: server, surface: c.Surface, session: c.Session, input: c.Input}
@@ -118,12 +117,19 @@ func (p *Policy) Decide(c *Call) Decision {
 		r := &p.rules[i]
 		matched, err := r.eval(act)
 		if err != nil {
+			// Evaluation stops at the first Block: no later rule can be more restrictive, and
+			// among Blocks the first in order supplies the reason.
+			kind := errorKind(err)
+			if kind == ErrorKindCostLimit {
+				// Not a broken rule but input too large to judge: refused under either policy.
+				reason := fmt.Sprintf("rule %s could not judge the input within the cost limit", r.Name)
+				return p.ruleDecision(r, Block, CodeInputTooCostly, reason, RefusalPrefix+reason)
+			}
 			if s.FailurePolicy == Ignore {
 				continue
 			}
-			// Evaluation stops at the first Block: no later rule can be more restrictive, and
-			// among Blocks the first in order supplies the reason.
-			reason := fmt.Sprintf("rule %s could not be evaluated: %v", r.Name, err)
+			// The reason names the kind of error, never its text, which can quote the input.
+			reason := fmt.Sprintf("rule %s could not be evaluated: %s", r.Name, kind)
 			return p.ruleDecision(r, Block, CodeRuleError, reason, RefusalPrefix+reason)
 		}
 		if !matched {
@@ -163,7 +169,7 @@ var errNotBool = errors.New("when did not evaluate to a bool")
 // eval reports whether the rule's when holds for the call.
 func (r *compiledRule) eval(a *activation) (bool, error) {
 	if r.err != nil {
-		return false, r.err
+		return false, compileError{r.err}
 	}
 	if r.program == nil {
 		return true, nil
@@ -173,7 +179,7 @@ func (r *compiledRule) eval(a *activation) (bool, error) {
 	}
 	prg, err := r.program.get()
 	if err != nil {
-		return false, err
+		return false, compileError{err}
 	}
 	out, _, err := prg.Eval(a)
 	if err != nil {

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"encoding/json"
 	"regexp/syntax"
 	"strings"
 
@@ -53,22 +54,40 @@ func prefilterOf(e ast.Expr) *Prefilter {
 	args := call.Args()
 	switch fn := call.FunctionName(); fn {
 	case "_&&_", "_||_":
-		var kids []Prefilter
-		known := 0
-		for _, a := range args {
-			if p := prefilterOf(a); p != nil {
-				kids = append(kids, *p)
-				known++
-			} else {
-				kids = append(kids, opaque)
-			}
-		}
-		if known == 0 || (fn == "_||_" && known != len(args)) {
-			return nil // an opaque disjunct can always be true
-		}
 		op := "and"
 		if fn == "_||_" {
 			op = "or"
+		}
+		// CEL parses a && b && c as a balanced or left-nested tree; the prefilter is n-ary
+		// (both operators are associative in its three-valued logic), so children of the same
+		// operator are spliced in, and opaque conjuncts collapse into one: the encoding stays
+		// linear in the expression instead of nesting once per operand.
+		var kids []Prefilter
+		sawOpaque := false
+		for _, a := range args {
+			p := prefilterOf(a)
+			switch {
+			case p == nil && op == "or":
+				return nil // an opaque disjunct can always be true
+			case p == nil:
+				sawOpaque = true
+			case p.Op == op:
+				for _, k := range p.Args {
+					if k.Op == "opaque" {
+						sawOpaque = true
+					} else {
+						kids = append(kids, k)
+					}
+				}
+			default:
+				kids = append(kids, *p)
+			}
+		}
+		if len(kids) == 0 {
+			return nil
+		}
+		if sawOpaque {
+			kids = append(kids, opaque)
 		}
 		return &Prefilter{Op: op, Args: kids}
 	case "!_":
@@ -111,6 +130,25 @@ func prefilterOf(e ast.Expr) *Prefilter {
 	}
 	return nil
 }
+
+// boundedPrefilter drops a prefilter whose encoding would be larger than maxPrefilterSize of
+// the expression it stands for: it is only a shortcut (CEL decides without it), and the
+// snapshot must fit in a ConfigMap however the rules are written.
+func boundedPrefilter(p *Prefilter, when string) *Prefilter {
+	if p == nil {
+		return nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil || len(b) > maxPrefilterSize(len(when)) {
+		return nil
+	}
+	return p
+}
+
+// maxPrefilterSize bounds a prefilter's JSON by the length of its expression: twice the text
+// (each predicate's literal and field name appear once, with the op's keys around them) and a
+// little room for the smallest expressions.
+func maxPrefilterSize(whenLen int) int { return 2*whenLen + 128 }
 
 // compile turns a prefilter into its evaluator. A prefilter it does not understand (from a
 // newer controller, say) compiles to nil, and CEL decides.

@@ -124,13 +124,13 @@ func BuildInvalidSnapshot(meta PolicyMeta, reason string) (*Snapshot, error) {
 	return s, nil
 }
 
-// Encode returns the snapshot as the file the bootstrap ConfigMap carries: indented JSON with
-// the digest as its last member.
+// Encode returns the snapshot as the file the bootstrap ConfigMap carries: compact JSON on one
+// line with the digest as its last member. Compact, because a ConfigMap holds at most 1 MiB and
+// indentation grows with every level of nesting.
 func (s *Snapshot) Encode() ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
 	if err := enc.Encode(s); err != nil {
 		return nil, err
 	}
@@ -160,8 +160,8 @@ func digestOf(canonical []byte) string {
 
 // digestMember is how Encode writes the digest: the last member of the top-level object.
 const (
-	digestMember = ",\n  \"digest\": \""
-	fileEnd      = "\n}\n"
+	digestMember = `,"digest":"`
+	fileEnd      = "}\n"
 )
 
 // splitDigest returns the canonical bytes of an encoded snapshot and the digest it claims.
@@ -217,14 +217,9 @@ func LoadSnapshot(data []byte, workspace string) (*Snapshot, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &SnapshotError{CodeSnapshotMissing, "the policy snapshot is empty"}
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	s := &Snapshot{}
-	if err := dec.Decode(s); err != nil {
+	if err := DecodeStrict(data, s); err != nil {
 		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot is not valid JSON: " + err.Error()}
-	}
-	if dec.More() {
-		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot has trailing data"}
 	}
 	if err := s.checkShape(); err != nil {
 		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot is malformed: " + err.Error()}

@@ -1,0 +1,268 @@
+package gate_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	. "github.com/intutic/gate-operator/internal/gate"
+)
+
+// Fail closed: every fault ends in a refusal, never an unevaluated Allow.
+
+// TestUndecodableHookInputIsRefused: a tool input Go cannot decode as Node would (a number
+// Node reads as Infinity, nesting past the decoder's depth, text that is not JSON) is an error,
+// whether tool_input is an object or a string holding JSON; it is never wrapped in args.
+func TestUndecodableHookInputIsRefused(t *testing.T) {
+	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
+	quoted := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	cases := map[string]string{
+		"object, number out of float64 range": `{"file_path":"/etc/cron.d/x","content":"x","n":1e999}`,
+		"string, number out of float64 range": quoted(`{"file_path":"/etc/cron.d/x","content":"x","n":1e999}`),
+		"string, nested too deep":             quoted(`{"file_path":"/etc/cron.d/x","n":` + deep + `}`),
+		"string, not JSON":                    quoted(`{"file_path":"/etc/cron.d/x"`),
+		"string, plain text":                  quoted(`ls -la`),
+	}
+	for name, toolInput := range cases {
+		t.Run(name, func(t *testing.T) {
+			call, _, err := ParseHookInput([]byte(`{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":` + toolInput + `}`))
+			if err == nil {
+				t.Fatalf("undecodable tool_input was accepted as %v", call.Input)
+			}
+			if strings.Contains(err.Error(), "1e999") || strings.Contains(err.Error(), "ls -la") {
+				t.Fatalf("the error quotes the input: %v", err)
+			}
+		})
+	}
+	// What decodes keeps its shape: a string holding a non-object is wrapped in args.
+	call, _, err := ParseHookInput([]byte(`{"tool_name":"custom","tool_input":"[1,\"a\"]"}`))
+	if err != nil || fmtValue(call.Input) != `map[args:[[1 a]]]` {
+		t.Fatalf("got %v, %v", call, err)
+	}
+}
+
+// TestCostOverrunRefusedUnderIgnore: input too large for a rule to judge within the cost limit
+// is refused with input_too_costly under either failure policy; it is not a rule bug to skip.
+func TestCostOverrunRefusedUnderIgnore(t *testing.T) {
+	block := Rule{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.matches("rm\\s+-rf\\s+/")`, Action: Block, Reason: "destructive command"}
+	buggy := Rule{Name: "needs-field", Tools: []string{"bash"}, When: `input.missing == "x"`, Action: Block, Reason: "never"}
+	padded := bash("rm -rf /" + strings.Repeat(" ", 4<<20))
+	for _, fp := range []FailurePolicy{Ignore, Fail} {
+		g := gateFor(t, PolicyMeta{FailurePolicy: fp}, block)
+		d := g.Decide(padded)
+		if d.Verdict != Block || d.Code != CodeInputTooCostly || d.Rule != "no-root-rm" || !strings.Contains(d.Reason, "cost limit") {
+			t.Fatalf("%s: want an input_too_costly Block, got %+v", fp, d)
+		}
+	}
+	// A genuine evaluation error is still skipped under Ignore.
+	g := gateFor(t, PolicyMeta{FailurePolicy: Ignore}, buggy)
+	if d := g.Decide(bash("ls")); d.Verdict != Allow {
+		t.Fatalf("an erroring rule under Ignore must be skipped, got %+v", d)
+	}
+}
+
+// TestEvaluationErrorsDoNotQuoteInput: the reason of an erroring rule names the rule and the
+// kind of error, never a value of the input; no field of the decision carries the value.
+func TestEvaluationErrorsDoNotQuoteInput(t *testing.T) {
+	const secret = "sk-live-SECRET-4f9a8b7c6d5e"
+	cases := []struct {
+		when string
+		kind string
+	}{
+		{`timestamp(input.t) > timestamp("2020-01-01T00:00:00Z")`, "invalid_argument"},
+		{`int(input.t) > 0`, "invalid_argument"},
+		{`input[input.t] == "x"`, "no_such_key"},
+		{`input.t + 1 == 2`, "type_mismatch"},
+		{`duration(input.t) > duration("1s")`, "invalid_argument"},
+		{`input.t.matches(input.t + "(")`, "invalid_argument"},
+		{`9223372036854775807 + int(input.n) > 0`, "overflow"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.when, func(t *testing.T) {
+			g := gateFor(t, PolicyMeta{FailurePolicy: Fail}, Rule{Name: "r", When: tc.when, Action: Allow})
+			d := g.Decide(&Call{Tool: "Bash", Input: map[string]any{"t": secret, "n": float64(1)}})
+			b, _ := json.Marshal(d)
+			if bytes.Contains(b, []byte(secret)) || bytes.Contains(b, []byte("SECRET")) {
+				t.Fatalf("the decision quotes the input: %s", b)
+			}
+			if want := "rule r could not be evaluated: " + tc.kind; d.Verdict != Block || d.Code != CodeRuleError || d.Reason != want {
+				t.Fatalf("got %s, want a rule_error Block with reason %q", b, want)
+			}
+		})
+	}
+}
+
+// TestMCPServerCannotPoseAsAnother: a tool named mcp__<a>__<t> is the tool of server a; a call
+// that reports another server beside it, or a server that would join into another server's
+// name, is refused, so rules written for server a never judge it.
+func TestMCPServerCannotPoseAsAnother(t *testing.T) {
+	g := gateFor(t, PolicyMeta{DefaultAction: Block}, Rule{Name: "github-ok", Tools: []string{"mcp__github__*"}, Action: Allow, Reason: "github is trusted"})
+	cases := []struct {
+		name, tool, server string
+		verdict            Verdict
+		code               string
+	}{
+		{"name and server agree", "mcp__github__create_issue", "github", Allow, ""},
+		{"server agrees but for case", "mcp__github__create_issue", "GitHub", Allow, ""},
+		{"no server reported", "mcp__github__create_issue", "", Allow, ""},
+		{"joined", "create_issue", "github", Allow, ""},
+		{"another server reported", "mcp__github__create_issue", "evil", Block, CodeInputInvalid},
+		{"a server that joins into another's name", "create_issue", "github__evil", Block, CodeInputInvalid},
+		{"a server that ends in an underscore", "_create_issue", "github_", Block, CodeInputInvalid},
+		{"an mcp name without a tool", "mcp__github", "", Block, CodeInputInvalid},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := g.Decide(&Call{Tool: tc.tool, Server: tc.server, Input: map[string]any{}})
+			if d.Verdict != tc.verdict || d.Code != tc.code {
+				t.Fatalf("tool %q server %q: got %+v, want %s %q", tc.tool, tc.server, d, tc.verdict, tc.code)
+			}
+		})
+	}
+	// Claude Code reports an MCP server by its configured name and folds it into tool names.
+	if name, server, err := ResolveTool("mcp__claude_ai_Gmail__search", "claude.ai Gmail"); err != nil || name != "mcp__claude_ai_Gmail__search" || server != "claude_ai_Gmail" {
+		t.Fatalf("got %q %q %v", name, server, err)
+	}
+	// The server the rules see is the one the name carries.
+	g = gateFor(t, PolicyMeta{}, Rule{Name: "srv", When: `server == "github"`, Action: Block, Reason: "srv"})
+	if d := g.Decide(&Call{Tool: "mcp__github__x", Server: "GitHub", Input: map[string]any{}}); d.Verdict != Block {
+		t.Fatalf("got %+v", d)
+	}
+}
+
+// TestToolGlobs pins what a tool pattern matches (see the doc comment of toolname.go).
+func TestToolGlobs(t *testing.T) {
+	cases := []struct {
+		pattern, tool string
+		match         bool
+	}{
+		{"*", "a/b", true},
+		{"*", "name.with.dots", true},
+		{"*", "mcp__srv__dir/file", true},
+		{"web*", "Web/Fetch", true},
+		{"web.fetch", "Web.Fetch", true},
+		{"web.fetch", "WebFetch", false},
+		{"?ead", "Read", true},
+		{"?ead", "/ead", true},
+		{"[a-c]at", "bat", true},
+		{"[a-c]at", "dat", false},
+		{"[^a-c]at", "dat", true},
+		{`\*`, "*", true},
+		{`\*`, "x", false},
+		{"mcp__github__*", "mcp__github__create_issue", true},
+		{"mcp__github__*", "mcp__github__x__y", true},
+		{"mcp__github__*", "mcp__github__a/b", true},
+		{"mcp__github__*", "mcp__github_evil__x", false},
+		{"mcp__github__*", "mcp__githubx__y", false},
+		{"mcp__git*__*", "mcp__github_evil__x", true},
+		{"mcp__git*__*", "mcp__gitlab__x", true},
+		{"mcp__git*__*", "mcp__gxt__x", false},
+		{"mcp__*__*", "mcp__a__b", true},
+		{"mcp__*__*", "Bash", false},
+		{"mcp__*__create_issue", "mcp__github__create_issue", true},
+		{"mcp__*__create_issue", "mcp__a__b__create_issue", false},
+		{"mcp__?__*", "mcp__a__b", true},
+		{"mcp__?__*", "mcp__ab__c", false},
+		{"mcp__github__?", "mcp__github__x", true},
+		{"mcp__github__?", "mcp__github__xy", false},
+		{"mcp__GitHub__Create_Issue", "MCP__github__create_issue", true},
+		{"mcp__github__createissue", "mcp__github__create_issue", false},
+		{"create_issue", "mcp__github__create_issue", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.pattern+" vs "+tc.tool, func(t *testing.T) {
+			g := gateFor(t, PolicyMeta{}, Rule{Name: "r", Tools: []string{tc.pattern}, Action: Block, Reason: "matched"})
+			d := g.Decide(&Call{Tool: tc.tool, Input: map[string]any{}})
+			if got := d.Verdict == Block; got != tc.match {
+				t.Fatalf("pattern %q vs tool %q: matched=%v, want %v (%+v)", tc.pattern, tc.tool, got, tc.match, d)
+			}
+			// The hook's one-tool compile agrees with the full index.
+			p, _ := CompileFor(build(t, PolicyMeta{}, Rule{Name: "r", Tools: []string{tc.pattern}, Action: Block, Reason: "matched"}), tc.tool, "")
+			if got := Decide(p, nil, &Call{Tool: tc.tool, Input: map[string]any{}}).Verdict == Block; got != tc.match {
+				t.Fatalf("CompileFor: pattern %q vs tool %q: matched=%v, want %v", tc.pattern, tc.tool, got, tc.match)
+			}
+		})
+	}
+	// An MCP pattern names a server and a tool: '*' never spans the separator between them,
+	// so a pattern that stops inside the server part matches no tool and is refused.
+	for _, p := range []string{"mcp__git*", "mcp__*", "mcp__github", "mcp__github__", "mcp____x", "[", `web\`} {
+		if errs := ValidateRules([]Rule{{Name: "r", Tools: []string{p}, Action: Block}}); len(errs) == 0 {
+			t.Errorf("pattern %q was accepted", p)
+		}
+	}
+}
+
+// redigest recomputes the digest of an edited snapshot file, as a writer of the file could.
+func redigest(t *testing.T, data []byte) []byte {
+	t.Helper()
+	// How Encode writes the digest: the last member of a one-line object.
+	const digestMember, fileEnd = `,"digest":"`, "}\n"
+	i := bytes.LastIndex(data, []byte(digestMember))
+	if i < 0 {
+		t.Fatal("no digest member")
+	}
+	sum := sha256.Sum256(append(append([]byte{}, data[:i]...), fileEnd...))
+	return append(append([]byte{}, data[:i]...), digestMember+"sha256:"+hex.EncodeToString(sum[:])+"\""+fileEnd...)
+}
+
+// TestStrictDecoding: the snapshot and the hook input are read as the JavaScript that wrote
+// them reads them back: field names are case-sensitive and nothing may follow the value.
+func TestStrictDecoding(t *testing.T) {
+	s := build(t, PolicyMeta{DefaultAction: Block}, Rule{Name: "r", Action: Allow})
+	data, _ := s.Encode()
+	if _, err := LoadSnapshot(redigest(t, data), ""); err != nil {
+		t.Fatalf("a re-digested, unchanged snapshot must load: %v", err)
+	}
+	renamed := redigest(t, bytes.Replace(data, []byte(`"defaultAction"`), []byte(`"DefaultAction"`), 1))
+	if _, err := LoadSnapshot(renamed, ""); err == nil {
+		t.Fatal("a snapshot field named in another case was accepted")
+	}
+
+	hook := `{"hook_event_name":"PreToolUse","tool_name":"Bash","TOOL_NAME":"Read","tool_input":{"command":"rm -rf /"}}`
+	if call, _, err := ParseHookInput([]byte(hook)); err == nil {
+		t.Fatalf("a hook field named in another case was accepted: %+v", call)
+	}
+	hook = `{"hook_event_name":"PreToolUse","tool_name":"mcp__a__b","mcp_server":{"name":"a","NAME":"b"},"tool_input":{}}`
+	if call, _, err := ParseHookInput([]byte(hook)); err == nil {
+		t.Fatalf("a nested hook field named in another case was accepted: %+v", call)
+	}
+	for _, trailing := range []string{"}", "]", `{"tool_name":"Read"}`} {
+		if _, _, err := ParseHookInput([]byte(`{"tool_name":"Bash","tool_input":{}}` + trailing)); err == nil {
+			t.Fatalf("hook input with trailing %q was accepted", trailing)
+		}
+	}
+	// DecodeStrict, which the snapshot and the confirm API use, refuses unknown fields too.
+	type nested struct {
+		Name string `json:"name"`
+	}
+	type doc struct {
+		Tool  string          `json:"tool"`
+		N     float64         `json:"n,omitempty"`
+		Inner *nested         `json:"inner,omitempty"`
+		Raw   json.RawMessage `json:"raw,omitempty"`
+	}
+	for _, bad := range []string{`{"tool":"a"}}`, `{"tool":"a"}]`, `{"tool":"a"} {}`, `{"Tool":"a"}`, `{"tool":"a","TOOL":"b"}`,
+		`{"tool":"a","tool":"b"}`, `{"tool":"a","x":1}`, `{"tool":"a","inner":{"NAME":"b"}}`, `{"tool":"a","n":1e999}`} {
+		var d doc
+		if err := DecodeStrict([]byte(bad), &d); err == nil {
+			t.Errorf("DecodeStrict accepted %s as %+v", bad, d)
+		}
+	}
+	var d doc
+	if err := DecodeStrict([]byte(" {\"tool\":\"a\",\"n\":3,\"inner\":{\"name\":\"b\"},\"raw\":{\"Any\":[1e300]}}\n\t"), &d); err != nil ||
+		d.Tool != "a" || d.N != 3 || d.Inner.Name != "b" || string(d.Raw) != `{"Any":[1e300]}` {
+		t.Fatalf("got %+v, %v", d, err)
+	}
+	if err := DecodeStrict([]byte(`{"tool":"a"}}`), &d); !errors.Is(err, ErrTrailingData) {
+		t.Fatalf("trailing data: %v", err)
+	}
+
+	// Unknown fields stay allowed in the hook input: Claude Code adds fields between releases.
+	if _, _, err := ParseHookInput([]byte(`{"tool_name":"Bash","tool_input":{},"new_field":1}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+}
