@@ -12,6 +12,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -36,6 +37,9 @@ const (
 	anthropicMountDir  = "/etc/gate/anthropic"
 	webhookMountDir    = "/etc/gate/webhook"
 	confirmerRunAsUser = 65532
+	// secretFileMode is the mode of the mounted Secret files: owner root, group fsGroup
+	// (the pod's user), read-only, no one else.
+	secretFileMode = 0o440
 )
 
 func confirmerLabels(sc *gatev1.SessionConfirmer) map[string]string {
@@ -123,7 +127,7 @@ func (r *SessionConfirmerReconciler) desiredDeployment(sc *gatev1.SessionConfirm
 	volumes := []*corev1ac.VolumeApplyConfiguration{
 		corev1ac.Volume().WithName("bootstrap").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(cmName)),
 		corev1ac.Volume().WithName("anthropic").WithSecret(corev1ac.SecretVolumeSource().
-			WithSecretName(sc.Spec.Anthropic.APIKeySecretRef.Name).WithDefaultMode(0o400).
+			WithSecretName(sc.Spec.Anthropic.APIKeySecretRef.Name).WithDefaultMode(secretFileMode).
 			WithItems(corev1ac.KeyToPath().WithKey(sc.Spec.Anthropic.APIKeySecretRef.Key).WithPath(sc.Spec.Anthropic.APIKeySecretRef.Key))),
 	}
 	mounts := []*corev1ac.VolumeMountApplyConfiguration{
@@ -133,7 +137,7 @@ func (r *SessionConfirmerReconciler) desiredDeployment(sc *gatev1.SessionConfirm
 	if w := sc.Spec.Webhook; w != nil {
 		ref := w.SigningKeySecretRef
 		volumes = append(volumes, corev1ac.Volume().WithName("webhook").WithSecret(corev1ac.SecretVolumeSource().
-			WithSecretName(ref.Name).WithDefaultMode(0o400).WithItems(corev1ac.KeyToPath().WithKey(ref.Key).WithPath(ref.Key))))
+			WithSecretName(ref.Name).WithDefaultMode(secretFileMode).WithItems(corev1ac.KeyToPath().WithKey(ref.Key).WithPath(ref.Key))))
 		mounts = append(mounts, corev1ac.VolumeMount().WithName("webhook").WithMountPath(webhookMountDir).WithReadOnly(true))
 	}
 	container := corev1ac.Container().
@@ -150,9 +154,7 @@ func (r *SessionConfirmerReconciler) desiredDeployment(sc *gatev1.SessionConfirm
 			WithRunAsNonRoot(true).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
-	if res := resourcesOf(sc.Spec.Resources); res != nil {
-		container.WithResources(res)
-	}
+	container.WithResources(resourcesOf(sc.Spec.Resources))
 	pod := corev1ac.PodSpec().
 		WithServiceAccountName(name).
 		// The token is mounted only because TokenReview and the leader-election Lease need it.
@@ -161,6 +163,9 @@ func (r *SessionConfirmerReconciler) desiredDeployment(sc *gatev1.SessionConfirm
 			WithRunAsNonRoot(true).
 			WithRunAsUser(confirmerRunAsUser).
 			WithRunAsGroup(confirmerRunAsUser).
+			// Kubelet gives Secret files group fsGroup: with secretFileMode, the pod's user
+			// reads them and nobody else does.
+			WithFSGroup(confirmerRunAsUser).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 		WithContainers(container).
 		WithVolumes(volumes...)
@@ -173,9 +178,22 @@ func (r *SessionConfirmerReconciler) desiredDeployment(sc *gatev1.SessionConfirm
 			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(confirmerLabels(sc)).WithSpec(pod)))
 }
 
+// Resources of the confirmer container when spec.resources is empty. The memory request is
+// its measured working set with headroom (hack/bench-confirmer.sh: 32 MiB resident idle,
+// 45 MiB streaming 200 sessions); 50m CPU is its share at a few hundred calls a second. The
+// memory limit bounds what a flood of clients can take from the node: the server caps
+// unauthenticated bodies (under 16 MiB) and times out slow ones, so 256Mi is five times the
+// working set and only a leak reaches it. No CPU limit: throttling would delay every gate
+// answer, and the request already guarantees its share.
+var defaultConfirmerResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+}
+
+// resourcesOf is spec.resources as given, or defaultConfirmerResources when it is empty.
 func resourcesOf(r corev1.ResourceRequirements) *corev1ac.ResourceRequirementsApplyConfiguration {
 	if len(r.Limits) == 0 && len(r.Requests) == 0 {
-		return nil
+		r = *defaultConfirmerResources.DeepCopy()
 	}
 	ac := corev1ac.ResourceRequirements()
 	if len(r.Limits) > 0 {
@@ -199,7 +217,12 @@ func (r *SessionConfirmerReconciler) applyConfirmer(ctx context.Context, sc *gat
 	}{
 		{corev1ac.ServiceAccount(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(confirmerOwner(sc)), &corev1.ServiceAccount{}},
 		{rbacv1ac.Role(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(confirmerOwner(sc)).
-			WithRules(rbacv1ac.PolicyRule().WithAPIGroups("coordination.k8s.io").WithResources("leases").WithVerbs("get", "create", "update")), &rbacv1.Role{}},
+			// Only its own Lease: create cannot be limited by name (the name is not known
+			// when it is authorized), get and update can.
+			WithRules(
+				rbacv1ac.PolicyRule().WithAPIGroups("coordination.k8s.io").WithResources("leases").WithVerbs("create"),
+				rbacv1ac.PolicyRule().WithAPIGroups("coordination.k8s.io").WithResources("leases").WithVerbs("get", "update").WithResourceNames(confirmerName(sc)),
+			), &rbacv1.Role{}},
 		{rbacv1ac.RoleBinding(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(confirmerOwner(sc)).
 			WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
 			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(sc.Namespace)), &rbacv1.RoleBinding{}},

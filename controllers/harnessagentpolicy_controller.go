@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -44,6 +45,9 @@ type HarnessAgentPolicyReconciler struct {
 
 	// DNS selects the cluster DNS pods allow-listed sandboxes may query.
 	DNS bootstrap.DNSSelector
+	// ClusterCIDRs are the cluster's Service and Pod ranges: no allowed host may resolve into
+	// them (an allowed CIDR may still cover them). Nil checks none.
+	ClusterCIDRs []netip.Prefix
 	// Bootstrap are the installation facts the bundle is rendered for.
 	Bootstrap bootstrap.Options
 	// MinResolve and MaxResolve bound the re-resolution interval of allowed hosts.
@@ -76,11 +80,13 @@ func (r *HarnessAgentPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.apply(ctx, policy, observed, want); err != nil {
-		return ctrl.Result{}, err
-	}
+	// The status is written whatever the applies did: a refused apply is a condition.
+	applyErr := r.apply(ctx, policy, observed, want)
 	if err := r.writeStatus(ctx, policy, observed, want); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, errors.Join(applyErr, err)
+	}
+	if applyErr != nil {
+		return ctrl.Result{}, applyErr
 	}
 	if want.resolution != nil {
 		return ctrl.Result{RequeueAfter: max(want.resolution.Next.Sub(r.Clock.Now()), time.Second)}, nil
@@ -131,11 +137,20 @@ func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.Har
 type desiredState struct {
 	// compileErrs are the rules' problems; empty when they compiled.
 	compileErrs gate.FieldErrors
-	// bundle is the ConfigMap data to publish; nil when the last good ConfigMap stays.
+	// bundle is the ConfigMap data to publish.
 	bundle *bootstrap.Bundle
+	// renderErr is set when the rules compiled but their bundle cannot be published.
+	renderErr error
+	// kept is set when bundle is the last good one, re-rendered (see holdBack).
+	kept bool
+	// configMapErr and networkPolicyErr are the API server's refusals of the applies.
+	configMapErr, networkPolicyErr error
 	// snapshot is the snapshot published (or kept); ruleCount its rules.
 	snapshot *gate.Snapshot
 	egress   bootstrap.Egress
+	// egressKept is set when the NetworkPolicy in force stays as it is (the rules do not
+	// compile); egress then only describes it.
+	egressKept bool
 	// resolution is set when the policy allows hosts.
 	resolution *bootstrap.Resolution
 	shadowing  []string
@@ -145,49 +160,87 @@ func (r *HarnessAgentPolicyReconciler) compute(ctx context.Context, p *gatev1.Ha
 	want := &desiredState{}
 	meta, rules := bootstrap.SnapshotSource(p)
 	snap, err := gate.BuildSnapshot(meta, rules)
-	if err != nil {
-		errs, ok := err.(gate.FieldErrors)
-		if !ok {
-			return nil, err
-		}
+	var errs gate.FieldErrors
+	switch {
+	case errors.As(err, &errs):
 		want.compileErrs = errs
-		if last := lastGoodSnapshot(o.configMap); last != nil {
-			// A working snapshot is never replaced by one that does not compile.
-			want.snapshot = last
-		} else if snap, err = gate.BuildInvalidSnapshot(meta, errs.Error()); err != nil {
-			return nil, err
-		}
-	}
-	if want.snapshot == nil {
-		want.snapshot = snap
+	case err != nil:
+		return nil, err
+	default:
 		data, err := snap.Encode()
 		if err != nil {
 			return nil, err
 		}
 		b, err := bootstrap.Render(&p.Spec, data, r.Bootstrap)
-		if err != nil {
+		var tooLarge *bootstrap.TooLargeError
+		switch {
+		case errors.As(err, &tooLarge):
+			want.renderErr = err
+		case err != nil:
+			return nil, err
+		default:
+			want.bundle, want.snapshot = &b, snap
+		}
+	}
+	if want.heldBack() {
+		if err := r.holdBack(p, o, meta, want); err != nil {
 			return nil, err
 		}
-		want.bundle = &b
 	}
 
-	want.resolution = r.resolve(ctx, p)
-	var addrs []netip.Addr
-	if want.resolution != nil {
-		addrs = want.resolution.Addresses
-	}
-	want.egress = bootstrap.RenderEgress(&p.Spec, addrs, r.DNS)
-	want.shadowing = shadowingPolicies(&p.Spec.PodSelector, o.others, o.podLabels)
+	r.computeEgress(ctx, p, o, want)
 	return want, nil
 }
 
-// lastGoodSnapshot returns the verified, compiled snapshot the ConfigMap carries, if any.
-func lastGoodSnapshot(cm *corev1.ConfigMap) *gate.Snapshot {
-	if cm == nil {
+// heldBack reports whether the spec's rules cannot be published: they do not compile, or
+// their bundle would not fit in a ConfigMap.
+func (d *desiredState) heldBack() bool { return len(d.compileErrs) > 0 || d.renderErr != nil }
+
+// holdBack chooses what sandboxes get while the spec's rules cannot be published: the bundle
+// this controller last published for the policy, re-rendered around its snapshot, or else one
+// that blocks every call. Nothing an update that cannot be published asks for reaches them.
+func (r *HarnessAgentPolicyReconciler) holdBack(p *gatev1.HarnessAgentPolicy, o *observedState, meta gate.PolicyMeta, want *desiredState) error {
+	if last := r.lastGood(p, o.configMap); last != nil {
+		b, err := bootstrap.Keep(o.configMap.Data, p.Spec.WorkspaceID, r.Bootstrap)
+		if err != nil {
+			return err
+		}
+		want.bundle, want.snapshot, want.kept = &b, last, true
+		return nil
+	}
+	reason := want.renderErr
+	if reason == nil {
+		reason = want.compileErrs
+	}
+	snap, err := gate.BuildInvalidSnapshot(meta, reason.Error())
+	if err != nil {
+		return err
+	}
+	data, err := snap.Encode()
+	if err != nil {
+		return err
+	}
+	b, err := bootstrap.RenderBlocking(p.Spec.WorkspaceID, data, r.Bootstrap)
+	if err != nil {
+		return err
+	}
+	want.bundle, want.snapshot = &b, snap
+	return nil
+}
+
+// lastGood returns the snapshot of the policy's ConfigMap when the ConfigMap is, unedited, the
+// bundle this controller published for this policy: owned by it, its files matching its
+// bootstrap hash, that hash and the snapshot's digest the ones the status recorded when it
+// was published, the snapshot sealed for this policy and workspace at a generation it has had.
+// Anything else (edited by hand, resealed, another policy's or workspace's) is not kept.
+func (r *HarnessAgentPolicyReconciler) lastGood(p *gatev1.HarnessAgentPolicy, cm *corev1.ConfigMap) *gate.Snapshot {
+	if cm == nil || !ownedBy(cm, p) || p.Status.SnapshotDigest == "" || p.Status.BootstrapHash == "" ||
+		cm.Data[bootstrap.KeyBootstrapHash] != p.Status.BootstrapHash || !bootstrap.Verify(cm.Data, p.Spec.WorkspaceID, r.Bootstrap) {
 		return nil
 	}
 	s, err := gate.LoadSnapshot([]byte(cm.Data[bootstrap.KeySnapshot]), "")
-	if err != nil || s.Invalid != "" {
+	if err != nil || s.Invalid != "" || s.Digest != p.Status.SnapshotDigest || s.Policy != p.Namespace+"/"+p.Name ||
+		s.WorkspaceID != p.Spec.WorkspaceID || s.Generation > p.Generation {
 		return nil
 	}
 	return s

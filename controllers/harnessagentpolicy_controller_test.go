@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -424,5 +425,125 @@ func TestShadowingPolicies(t *testing.T) {
 	pods := []map[string]string{{"app": "agent", "tier": "sandbox"}, {"app": "web"}}
 	if got := fmt.Sprint(shadowingPolicies(ours, others, pods)); got != "[all-pods same-pods]" {
 		t.Fatalf("got %s", got)
+	}
+}
+
+// updatePolicy applies mutate to the latest version of the policy, retrying on conflicts with
+// the controller's status writes.
+func updatePolicy(t *testing.T, p *gatev1.HarnessAgentPolicy, mutate func(*gatev1.HarnessAgentPolicy)) {
+	t.Helper()
+	ctx := testContext(t)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		latest := &gatev1.HarnessAgentPolicy{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(p), latest); err != nil {
+			return err
+		}
+		mutate(latest)
+		return k8sClient.Update(ctx, latest)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestInvalidUpdateKeepsLastGoodEgress: an update whose rules do not compile never loosens the
+// egress in force, even when it also widens spec.egress; fixing the rules brings the new egress.
+func TestInvalidUpdateKeepsLastGoodEgress(t *testing.T) {
+	ctx := testContext(t)
+	resolver.set("api.kept.example", time.Hour, "192.0.2.80")
+	p := newPolicy(createNamespace(t, ctx), "kept")
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	good := waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionTrue, "")
+	_, npGood := children(t, good)
+	if len(npGood.Spec.Egress) != 0 {
+		t.Fatalf("want deny-all egress first: %+v", npGood.Spec.Egress)
+	}
+	goodWhen := good.Spec.Rules[1].When
+
+	updatePolicy(t, p, func(p *gatev1.HarnessAgentPolicy) {
+		p.Spec.Rules[1].When = `!inptu.url.startsWith("https://github.com/")`
+		p.Spec.Egress = gatev1.EgressSpec{AllowedHosts: []gatev1.Hostname{"api.kept.example"}, AllowedCIDRs: []gatev1.CIDR{"198.51.100.0/24"}, Ports: []int32{443}}
+	})
+	bad := waitCondition(t, p, gatev1.ConditionRulesCompiled, metav1.ConditionFalse, ReasonCompileFailed)
+	// Status is written after the children are applied, so the reconcile that saw this
+	// generation has already applied whatever it was going to.
+	_, np := children(t, bad)
+	if len(np.Spec.Egress) != 0 || np.ResourceVersion != npGood.ResourceVersion {
+		t.Fatalf("an update whose rules do not compile changed the egress in force: %s", ipBlocks(np))
+	}
+	bad = waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, ReasonLastGoodKept)
+	c := meta.FindStatusCondition(bad.Status.Conditions, gatev1.ConditionEgressEnforced)
+	if !strings.Contains(c.Message, "do not compile") || !strings.Contains(c.Message, "denies all egress") {
+		t.Fatalf("the condition does not say why the egress in force was kept: %q", c.Message)
+	}
+	if bad.Status.Egress == nil || bad.Status.Egress.Mode != gatev1.EgressModeDenyAll {
+		t.Fatalf("status must describe the egress in force: %+v", bad.Status.Egress)
+	}
+
+	updatePolicy(t, p, func(p *gatev1.HarnessAgentPolicy) { p.Spec.Rules[1].When = goodWhen })
+	fixed := waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionTrue, ReasonEnforced)
+	_, np = children(t, fixed)
+	if b := ipBlocks(np); b != "192.0.2.80/32 198.51.100.0/24" {
+		t.Fatalf("ipBlocks %s: the allow-list did not arrive once the rules compiled", b)
+	}
+	if fixed.Status.Egress.Mode != gatev1.EgressModeAllowList {
+		t.Fatalf("egress status %+v", fixed.Status.Egress)
+	}
+}
+
+// TestNeverCompiledPolicyDeniesAllEgress: a policy whose rules have never compiled gets no
+// egress at all, whatever spec.egress allows.
+func TestNeverCompiledPolicyDeniesAllEgress(t *testing.T) {
+	ctx := testContext(t)
+	p := newPolicy(createNamespace(t, ctx), "never")
+	p.Spec.Rules[0].When = `input.command.matches(`
+	p.Spec.Egress = gatev1.EgressSpec{AllowedCIDRs: []gatev1.CIDR{"198.51.100.0/24"}, Ports: []int32{443}}
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	got := waitCondition(t, p, gatev1.ConditionRulesCompiled, metav1.ConditionFalse, ReasonCompileFailed)
+	_, np := children(t, got)
+	if len(np.Spec.Egress) != 0 {
+		t.Fatalf("a policy that never compiled allows egress: %s", ipBlocks(np))
+	}
+	got = waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, ReasonPolicyInvalid)
+	if c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionEgressEnforced); !strings.Contains(c.Message, "denies all egress") {
+		t.Fatalf("the condition does not say egress is denied: %q", c.Message)
+	}
+}
+
+// TestAllowedHostsNeverResolveInside: an allowed host whose DNS answer points at loopback or
+// into the cluster's Service range contributes no address, and the condition names it; an
+// allowed CIDR over the Pod range still works, for addresses a name resolves to as well.
+func TestAllowedHostsNeverResolveInside(t *testing.T) {
+	ctx := testContext(t)
+	resolver.set("rebind.example", time.Hour, "127.0.0.1", "192.0.2.90")
+	resolver.set("svc.rebind.example", time.Hour, "10.96.0.10")
+	resolver.set("pod.example", time.Hour, "10.244.3.4")
+	p := newPolicy(createNamespace(t, ctx), "rebind")
+	p.Spec.Egress = gatev1.EgressSpec{
+		AllowedHosts: []gatev1.Hostname{"rebind.example", "svc.rebind.example", "pod.example"},
+		AllowedCIDRs: []gatev1.CIDR{"10.244.0.0/16"},
+		Ports:        []int32{443},
+	}
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	got := waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, ReasonAddressesRejected)
+	c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionEgressEnforced)
+	for _, want := range []string{"rebind.example resolved to 127.0.0.1 (loopback)", "svc.rebind.example resolved to 10.96.0.10 (in the cluster range 10.96.0.0/12)"} {
+		if !strings.Contains(c.Message, want) {
+			t.Fatalf("the condition must name each host and address it dropped (%q): %q", want, c.Message)
+		}
+	}
+	if strings.Contains(c.Message, "pod.example") {
+		t.Fatalf("an address an allowed CIDR covers is not rejected: %q", c.Message)
+	}
+	waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionFalse, ReasonAddressesRejected)
+	_, np := children(t, got)
+	if b := ipBlocks(np); b != "10.244.0.0/16 10.244.3.4/32 192.0.2.90/32" {
+		t.Fatalf("ipBlocks %s", b)
 	}
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -22,31 +23,29 @@ import (
 // apply server-side applies the children that differ from what the cache holds, so a steady
 // state sends no write at all. Each apply carries the whole desired object, owner reference
 // and labels included, with ForceOwnership: a child deleted or edited by hand is restored.
+// A refused apply is recorded in want for the status, and the other child is still applied.
 func (r *HarnessAgentPolicyReconciler) apply(ctx context.Context, p *gatev1.HarnessAgentPolicy, o *observedState, want *desiredState) error {
-	if want.bundle != nil && !configMapMatches(o.configMap, p, want) {
+	if !configMapMatches(o.configMap, p, want) {
 		cm := corev1ac.ConfigMap(configMapName(p), p.Namespace).
 			WithLabels(childLabels(p)).
 			WithAnnotations(map[string]string{gatev1.AnnotationBootstrapHash: want.bundle.Hash}).
 			WithOwnerReferences(ownerReference(p)).
 			WithData(want.bundle.Data)
-		if err := r.Client.Apply(ctx, cm, client.FieldOwner(gatev1.FieldManager), client.ForceOwnership); err != nil {
-			return err
-		}
+		want.configMapErr = r.Client.Apply(ctx, cm, client.FieldOwner(gatev1.FieldManager), client.ForceOwnership)
 	}
-	if !networkPolicyMatches(o.networkPolicy, p, want) {
-		np := networkingv1ac.NetworkPolicy(networkPolicyName(p), p.Namespace).
-			WithLabels(childLabels(p)).
-			WithOwnerReferences(ownerReference(p)).
-			WithSpec(want.egress.Spec)
-		ac, err := withEmptyEgress(np)
-		if err != nil {
-			return err
-		}
-		if err := r.Client.Apply(ctx, ac, client.FieldOwner(gatev1.FieldManager), client.ForceOwnership); err != nil {
-			return err
-		}
+	if want.egressKept || networkPolicyMatches(o.networkPolicy, p, want) {
+		return want.configMapErr
 	}
-	return nil
+	np := networkingv1ac.NetworkPolicy(networkPolicyName(p), p.Namespace).
+		WithLabels(childLabels(p)).
+		WithOwnerReferences(ownerReference(p)).
+		WithSpec(want.egress.Spec)
+	ac, err := withEmptyEgress(np)
+	if err == nil {
+		err = r.Client.Apply(ctx, ac, client.FieldOwner(gatev1.FieldManager), client.ForceOwnership)
+	}
+	want.networkPolicyErr = err
+	return errors.Join(want.configMapErr, want.networkPolicyErr)
 }
 
 // withEmptyEgress keeps an empty egress list in the applied object. The typed apply

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -19,6 +20,37 @@ import (
 
 // resolveTimeout bounds one host's lookup inside a reconcile.
 const resolveTimeout = 5 * time.Second
+
+// computeEgress is the egress phase: the NetworkPolicy to apply, the resolution behind it and
+// the policies that shadow it. It runs after the rules were compiled: an invalid policy never
+// loosens anything in force, so while the rules cannot be published (they do not compile, or
+// their bundle is too large) the NetworkPolicy in force stays as it is, and a policy whose
+// rules never compiled (or that has no NetworkPolicy in force) denies all egress. The update's
+// egress is applied once its rules can be published.
+func (r *HarnessAgentPolicyReconciler) computeEgress(ctx context.Context, p *gatev1.HarnessAgentPolicy, o *observedState, want *desiredState) {
+	want.shadowing = shadowingPolicies(&p.Spec.PodSelector, o.others, o.podLabels)
+	if want.heldBack() {
+		neverCompiled := want.snapshot.Invalid != ""
+		if np := o.networkPolicy; !neverCompiled && np != nil && ownedBy(np, p) {
+			want.egressKept = true
+			want.egress = bootstrap.Egress{Mode: gatev1.EgressModeDenyAll}
+			if len(np.Spec.Egress) > 0 {
+				want.egress.Mode = gatev1.EgressModeAllowList
+			}
+			return
+		}
+		denyAll := p.Spec.DeepCopy()
+		denyAll.Egress = gatev1.EgressSpec{}
+		want.egress = bootstrap.RenderEgress(denyAll, nil, r.DNS, nil)
+		return
+	}
+	want.resolution = r.resolve(ctx, p)
+	var hosts map[string][]netip.Addr
+	if want.resolution != nil {
+		hosts = want.resolution.Hosts
+	}
+	want.egress = bootstrap.RenderEgress(&p.Spec, hosts, r.DNS, r.ClusterCIDRs)
+}
 
 // policyHosts is the resolution state of one policy's allowed hosts, kept between reconciles.
 type policyHosts struct {

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"fmt"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/rest"
 	"slices"
 	"strings"
 	"testing"
@@ -134,6 +136,11 @@ func TestConfirmerChildren(t *testing.T) {
 		t.Errorf("replicas %d", *d.Spec.Replicas)
 	}
 	pod := d.Spec.Template.Spec
+	for _, v := range pod.Volumes {
+		if v.Secret != nil && !podUserCanRead(&pod, v.Secret) {
+			t.Errorf("the pod's user cannot read the files of Secret volume %s (mode %#o, pod security context %+v)", v.Name, ptr.Deref(v.Secret.DefaultMode, 0o644), pod.SecurityContext)
+		}
+	}
 	c := pod.Containers[0]
 	if c.Image != testConfirmerImage || pod.ServiceAccountName != "agents-confirmer" || !ptr.Deref(pod.AutomountServiceAccountToken, false) {
 		t.Errorf("image %s, sa %s", c.Image, pod.ServiceAccountName)
@@ -221,4 +228,70 @@ func TestConfirmerChildren(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// podUserCanRead reports whether the pod's user can read the files of a Secret volume, as
+// kubelet lays them out: owned by root, group root or, with fsGroup, group fsGroup, with the
+// volume's mode (items carry no mode of their own here).
+func podUserCanRead(pod *corev1.PodSpec, src *corev1.SecretVolumeSource) bool {
+	mode := ptr.Deref(src.DefaultMode, corev1.SecretVolumeSourceDefaultMode)
+	for _, it := range src.Items {
+		if it.Mode != nil {
+			mode &= *it.Mode
+		}
+	}
+	sc := pod.SecurityContext
+	uid := ptr.Deref(sc.RunAsUser, 0)
+	if uid == 0 {
+		return true
+	}
+	groups := []int64{ptr.Deref(sc.RunAsGroup, 0)}
+	groups = append(groups, sc.SupplementalGroups...)
+	fileGroup := int64(0)
+	if sc.FSGroup != nil {
+		fileGroup = *sc.FSGroup
+		groups = append(groups, *sc.FSGroup) // kubelet adds fsGroup to the container's groups
+	}
+	return mode&0o004 != 0 || mode&0o040 != 0 && slices.Contains(groups, fileGroup)
+}
+
+// TestConfirmerLeaseIsItsOwn: the confirmer's ServiceAccount may create Leases and get or
+// update its own, and no other (RBAC as the API server enforces it, impersonating the account).
+func TestConfirmerLeaseIsItsOwn(t *testing.T) {
+	ctx := testContext(t)
+	ns := createNamespace(t, ctx)
+	if err := k8sClient.Create(ctx, newPolicy(ns, "coding-agents")); err != nil {
+		t.Fatal(err)
+	}
+	createSecret(t, ns, "anthropic", "api-key")
+	createSecret(t, ns, "anthropic-webhook", "signing-key")
+	sc := newConfirmerObj(ns)
+	if err := k8sClient.Create(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	waitConfirmer(t, sc, gatev1.ConditionAvailable, metav1.ConditionFalse, ReasonUnavailable)
+	cfg := rest.CopyConfig(testConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":agents-confirmer"}
+	sa, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agents-confirmer"}}
+	eventually(t, 10*time.Second, func() error { return sa.Create(ctx, own) }) // the Role may still be on its way
+	if err := sa.Get(ctx, client.ObjectKeyFromObject(own), own); err != nil {
+		t.Fatalf("get of its own Lease: %v", err)
+	}
+	if err := sa.Update(ctx, own); err != nil {
+		t.Fatalf("update of its own Lease: %v", err)
+	}
+	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gate-operator.gate.intutic.io"}}
+	if err := k8sClient.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := sa.Get(ctx, client.ObjectKeyFromObject(other), &coordinationv1.Lease{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("get of another Lease: want Forbidden, got %v", err)
+	}
+	if err := sa.Update(ctx, other); !apierrors.IsForbidden(err) {
+		t.Fatalf("update of another Lease: want Forbidden, got %v", err)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -33,7 +34,9 @@ import (
 
 var (
 	k8sClient client.Client
-	resolver  = &fakeResolver{records: map[string][]bootstrap.Record{}}
+	// testConfig is the API server's admin config, for tests that impersonate another user.
+	testConfig *rest.Config
+	resolver   = &fakeResolver{records: map[string][]bootstrap.Record{}}
 )
 
 const testConfirmerImage = "registry.example/gate-confirmer:test"
@@ -81,6 +84,8 @@ func runSuite(m *testing.M) int {
 		Resolver:   resolver,
 		MinResolve: testMinResolve,
 		MaxResolve: testMaxResolve,
+		// kind's Service and Pod ranges
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("10.244.0.0/16")},
 	}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -101,6 +106,7 @@ func runSuite(m *testing.M) int {
 		<-done
 	}()
 	// A direct client: tests read what the API server holds, not a cache.
+	testConfig = cfg
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

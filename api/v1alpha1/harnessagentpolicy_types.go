@@ -30,7 +30,8 @@ const (
 	ActionBlock Action = "Block"
 )
 
-// FailurePolicy says what a rule whose evaluation errors does.
+// FailurePolicy says what a rule whose evaluation errors does. It does not cover input a rule
+// cannot judge within the CEL cost limit: that call is blocked (code input_too_costly) either way.
 // +kubebuilder:validation:Enum=Fail;Ignore
 type FailurePolicy string
 
@@ -88,6 +89,7 @@ type HarnessAgentPolicySpec struct {
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=512
+	// +kubebuilder:validation:XValidation:rule="self.map(r, size(r.name) + (has(r.when) ? size(r.when) : 0) + (has(r.reason) ? size(r.reason) : 0) + (has(r.code) ? size(r.code) : 0) + (has(r.tools) ? r.tools.map(t, size(t)).sum() : 0)).sum() <= 163840",message="the rules' names, tools, expressions, reasons and codes add up to more than 160 KiB: their snapshot must fit in the bootstrap ConfigMap (1 MiB); split the policy"
 	Rules []Rule `json:"rules,omitempty"`
 
 	// defaultAction is the verdict when no rule matches.
@@ -95,7 +97,7 @@ type HarnessAgentPolicySpec struct {
 	// +kubebuilder:default=Allow
 	DefaultAction Action `json:"defaultAction,omitempty"`
 
-	// failurePolicy says what a rule whose evaluation errors does: Fail blocks the call, Ignore skips the rule.
+	// failurePolicy says what a rule whose evaluation errors does: Fail blocks the call, Ignore skips the rule. Input too large for a rule to judge within the CEL cost limit is not an error of the rule: the call is blocked (code input_too_costly) under either policy.
 	// +optional
 	// +kubebuilder:default=Fail
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
@@ -122,6 +124,11 @@ type ToolApproval struct {
 	// +kubebuilder:validation:MaxItems=128
 	Deny []ToolName `json:"deny,omitempty"`
 }
+
+// MaxRulesTextBytes bounds what a policy's rules add up to (names, tools, expressions, reasons
+// and codes), as the schema's rule on spec.rules says: with the prefilters and JSON escaping
+// the snapshot derives from them, the bootstrap bundle still fits in a ConfigMap.
+const MaxRulesTextBytes = 163840
 
 // Rule is one gate rule: when a call's tool matches one of tools and when is true, the rule gives its action.
 //
@@ -164,7 +171,7 @@ type Rule struct {
 
 // EgressSpec declares where the sandbox pods may connect.
 type EgressSpec struct {
-	// allowedHosts are DNS names the pods may reach on ports. The controller resolves them (A and AAAA) and re-resolves them at the records' TTL.
+	// allowedHosts are DNS names the pods may reach on ports. The controller resolves them (A and AAAA) and re-resolves them at the records' TTL. An address a name resolves to that is loopback, unspecified, link-local, multicast, in a denied range or in the cluster's Service and Pod ranges is left out and named in the EgressEnforced condition; list a private destination in allowedCIDRs to reach it.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=128
@@ -176,7 +183,7 @@ type EgressSpec struct {
 	// +kubebuilder:validation:MaxItems=128
 	AllowedCIDRs []CIDR `json:"allowedCIDRs,omitempty"`
 
-	// deniedCIDRs are carved out of every allowed destination. The cloud metadata ranges 169.254.0.0/16, 169.254.169.254/32 and fd00:ec2::254/128 are always denied.
+	// deniedCIDRs are carved out of every allowed destination. The link-local ranges 169.254.0.0/16 and fe80::/10 and the cloud metadata and platform endpoints (such as 168.63.129.16 and fd00:ec2::254) are always denied; docs/egress-carve-outs.md lists them with their sources.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=128

@@ -261,6 +261,8 @@ func TestPolicyRejections(t *testing.T) {
 			func(s *gatev1.HarnessAgentPolicySpec) { s.Rules[0].Action = "Deny" }},
 		{rejection{"more than 512 rules", "spec.rules", "must have at most 512 items"},
 			func(s *gatev1.HarnessAgentPolicySpec) { s.Rules = manyRules }},
+		{rejection{"rules adding up to more than a ConfigMap holds", "spec.rules", "add up to more than 160 KiB"},
+			func(s *gatev1.HarnessAgentPolicySpec) { s.Rules = rulesOfText(gatev1.MaxRulesTextBytes + 1) }},
 		{rejection{"when longer than 4096", "spec.rules[0].when", "may not be more than 4096 bytes"},
 			func(s *gatev1.HarnessAgentPolicySpec) { s.Rules[0].When = `"` + strings.Repeat("a", 4096) + `" != ""` }},
 		{rejection{"rule name not a DNS label", "spec.rules[0].name", "must be a DNS label"},
@@ -302,6 +304,36 @@ func TestPolicyRejections(t *testing.T) {
 			tc.mutate(&obj.Spec)
 			assertRejected(t, ctx, obj, tc.rejection)
 		})
+	}
+}
+
+// rulesOfText returns Block rules whose names, tools, expressions and reasons add up to
+// exactly n bytes (n at least 64).
+func rulesOfText(n int) []gatev1.Rule {
+	var rules []gatev1.Rule
+	for i := 0; n > 0; i++ {
+		r := gatev1.Rule{Name: fmt.Sprintf("r%d", i), Tools: []string{"bash"}, Action: gatev1.ActionBlock, Reason: "no"}
+		fixed := len(r.Name) + len(r.Tools[0]) + len(r.Reason)
+		// `"aaa" != ""` is 8 bytes around its run of a.
+		when := min(4096, n-fixed)
+		if rest := n - fixed - when; rest > 0 && rest < 64 {
+			when -= 64 // leave the next rule room for its own fixed parts
+		}
+		r.When = `"` + strings.Repeat("a", when-8) + `" != ""`
+		n -= fixed + when
+		rules = append(rules, r)
+	}
+	return rules
+}
+
+// TestLargestRulesAccepted: the largest rules the size rule admits are accepted (the bundle
+// test in internal/bootstrap shows that they fit in the bootstrap ConfigMap).
+func TestLargestRulesAccepted(t *testing.T) {
+	ctx := testContext(t)
+	obj := validPolicy(createNamespace(t, ctx))
+	obj.Spec.Rules = rulesOfText(gatev1.MaxRulesTextBytes)
+	if err := k8sClient.Create(ctx, obj, client.DryRunAll); err != nil {
+		t.Fatalf("rules of exactly %d bytes were refused: %v", gatev1.MaxRulesTextBytes, err)
 	}
 }
 

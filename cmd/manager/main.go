@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ func main() {
 		resolvConf, mountDir   string
 		confirmerImage         string
 		nameserver             string
+		serviceCIDRs, podCIDRs string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -45,24 +47,34 @@ func main() {
 	flag.StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration whose nameservers resolve allowed hosts")
 	flag.StringVar(&mountDir, "bootstrap-mount-dir", bootstrap.DefaultMountDir, "where sandbox pods mount the bootstrap ConfigMap")
 	flag.StringVar(&nameserver, "nameserver", "", "host:port of the DNS server that resolves allowed hosts, instead of the nameservers of --resolv-conf")
+	flag.StringVar(&serviceCIDRs, "service-cidrs", bootstrap.DefaultClusterCIDRs, "the cluster's Service ranges, comma-separated: an allowed host's DNS answer inside them is dropped (allowedCIDRs may still cover them); the default, the private ranges, holds most clusters' ranges (docs/egress-carve-outs.md)")
+	flag.StringVar(&podCIDRs, "pod-cidrs", bootstrap.DefaultClusterCIDRs, "the cluster's Pod ranges, comma-separated, treated like --service-cidrs")
 	flag.StringVar(&confirmerImage, "confirmer-image", "ghcr.io/intutic/gate-confirmer:v0.1.0", "image of the confirmer Deployments, unless a SessionConfirmer sets spec.image")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	if err := run(metricsAddr, probeAddr, leaderElect, dnsNamespace, dnsPods, resolveMin, resolveMax, resolvConf, nameserver, mountDir, confirmerImage); err != nil {
+	if err := run(metricsAddr, probeAddr, leaderElect, dnsNamespace, dnsPods, resolveMin, resolveMax, resolvConf, nameserver, mountDir, confirmerImage, serviceCIDRs, podCIDRs); err != nil {
 		ctrl.Log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
 }
 
-func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods string, resolveMin, resolveMax time.Duration, resolvConf, nameserver, mountDir, confirmerImage string) error {
+func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods string, resolveMin, resolveMax time.Duration, resolvConf, nameserver, mountDir, confirmerImage, serviceCIDRs, podCIDRs string) error {
 	podLabels, err := labels.ConvertSelectorToLabelsMap(dnsPods)
 	if err != nil || len(podLabels) == 0 {
 		return fmt.Errorf("--dns-pod-labels %q is not key=value[,key=value]", dnsPods)
 	}
 	if strings.TrimSpace(dnsNamespace) == "" {
 		return fmt.Errorf("--dns-namespace is empty")
+	}
+	services, err := bootstrap.ParsePrefixes(serviceCIDRs)
+	if err != nil {
+		return fmt.Errorf("--service-cidrs: %w", err)
+	}
+	pods, err := bootstrap.ParsePrefixes(podCIDRs)
+	if err != nil {
+		return fmt.Errorf("--pod-cidrs: %w", err)
 	}
 	var resolver *bootstrap.DNSResolver
 	if nameserver != "" {
@@ -97,13 +109,14 @@ func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods 
 		return err
 	}
 	if err := (&controllers.HarnessAgentPolicyReconciler{
-		Client:     mgr.GetClient(),
-		Recorder:   mgr.GetEventRecorder("gate-operator"),
-		Resolver:   resolver,
-		DNS:        bootstrap.DNSSelector{Namespace: dnsNamespace, Labels: podLabels},
-		Bootstrap:  bootstrap.Options{MountDir: mountDir},
-		MinResolve: resolveMin,
-		MaxResolve: resolveMax,
+		Client:       mgr.GetClient(),
+		Recorder:     mgr.GetEventRecorder("gate-operator"),
+		Resolver:     resolver,
+		DNS:          bootstrap.DNSSelector{Namespace: dnsNamespace, Labels: podLabels},
+		ClusterCIDRs: slices.Concat(services, pods),
+		Bootstrap:    bootstrap.Options{MountDir: mountDir},
+		MinResolve:   resolveMin,
+		MaxResolve:   resolveMax,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

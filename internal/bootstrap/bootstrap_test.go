@@ -159,21 +159,20 @@ func TestBootstrapHash(t *testing.T) {
 	}
 }
 
-// TestHookScript runs the rendered wrapper with sh against stand-in binaries for each way
-// gate-hook can end, and checks that only 0 and 2 pass while everything else blocks.
+// TestHookScript runs the rendered wrapper with every POSIX shell on the machine against
+// stand-in binaries for each way gate-hook can end, and checks that only 0 and 2 pass while
+// everything else blocks, whatever the environment says.
 func TestHookScript(t *testing.T) {
-	if _, err := exec.LookPath("sh"); err != nil {
+	var shells [][]string
+	for _, sh := range [][]string{{"/bin/sh"}, {"dash"}, {"bash", "--posix"}, {"bash"}, {"busybox", "sh"}} {
+		if p, err := exec.LookPath(sh[0]); err == nil {
+			shells = append(shells, append([]string{p}, sh[1:]...))
+		}
+	}
+	if len(shells) == 0 {
 		t.Skip("no sh")
 	}
 	dir := t.TempDir()
-	script := filepath.Join(dir, KeyHookScript)
-	b, err := Render(&gatev1.HarnessAgentPolicySpec{WorkspaceID: "ws_1"}, nil, Options{MountDir: dir, HookTimeout: 3, HookLimit: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(script, []byte(b.Data[KeyHookScript]), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	stub := func(name, body string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
@@ -181,40 +180,64 @@ func TestHookScript(t *testing.T) {
 		}
 		return p
 	}
+	// The environment an agent's settings file could hand the hook: another binary, a PATH
+	// whose first sleep allows, the Go runtime's knobs.
+	hostile := []string{"INTUTIC_GATE_HOOK_BIN=" + stub("true", "exit 0"), "PATH=" + dir + ":" + os.Getenv("PATH"), "GODEBUG=panicnil=1"}
+	stub("sleep", "exit 0")
 	cases := []struct {
-		name, bin string
-		exit      int
-		stdout    string
+		name, bin  string
+		closeStdin bool
+		exit       int
+		stdout     string
 	}{
-		{"allow passes", stub("allow", `cat >/dev/null; exit 0`), 0, ""},
-		{"deny passes", stub("deny", `cat >/dev/null; echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}'; exit 2`), 2, `"permissionDecisionReason":"no"`},
-		{"stdin and flags reach the hook", stub("echo", `read line; case "$line" in *PreToolUse*) ;; *) exit 1;; esac; [ "$1 $2 $3 $4" = "--snapshot `+filepath.Join(dir, KeySnapshot)+` --workspace ws_1" ] || exit 1; exit 0`), 0, ""},
-		{"missing binary blocks", filepath.Join(dir, "absent"), 2, "the gate-hook binary is missing"},
-		{"exit 1 blocks", stub("one", `exit 1`), 2, "gate-hook failed (exit status 1)"},
-		{"crash blocks", stub("crash", `kill -SEGV $$`), 2, "gate-hook failed (exit status"},
-		{"time limit blocks", stub("slow", `sleep 5`), 2, "gate-hook failed (exit status 137)"},
+		{name: "allow passes", bin: stub("allow", `cat >/dev/null; exit 0`), exit: 0},
+		{name: "deny passes", bin: stub("deny", `cat >/dev/null; echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}'; exit 2`), exit: 2, stdout: `"permissionDecisionReason":"no"`},
+		{name: "stdin and flags reach the hook", bin: stub("echo", `read line; case "$line" in *PreToolUse*) ;; *) exit 1;; esac; [ "$1 $2 $3 $4" = "--snapshot `+filepath.Join(dir, KeySnapshot)+` --workspace ws_1" ] || exit 1; exit 0`), exit: 0},
+		{name: "the environment does not reach the hook", bin: stub("env", `[ -z "$GODEBUG" ] && [ "$PATH" = /usr/bin:/bin ] || exit 1; exit 0`), exit: 0},
+		{name: "missing binary blocks", bin: filepath.Join(dir, "absent"), exit: 2, stdout: "the gate-hook binary is missing"},
+		{name: "exit 1 blocks", bin: stub("one", `exit 1`), exit: 2, stdout: "gate-hook failed (exit status 1)"},
+		{name: "crash blocks", bin: stub("crash", `kill -SEGV $$`), exit: 2, stdout: "gate-hook failed (exit status"},
+		{name: "time limit blocks", bin: stub("slow", `exec /bin/sleep 5`), exit: 2, stdout: "gate-hook failed (exit status 137)"},
+		{name: "a shell error (no stdin to hand over) blocks", bin: stub("allow2", `exit 0`), closeStdin: true, exit: 2, stdout: gate.RefusalPrefix},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command("sh", script)
-			cmd.Env = append(os.Environ(), "INTUTIC_GATE_HOOK_BIN="+tc.bin)
-			cmd.Stdin = strings.NewReader(`{"hook_event_name":"PreToolUse","tool_name":"Bash"}` + "\n")
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			exit := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				exit = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if exit != tc.exit || !strings.Contains(stdout.String(), tc.stdout) {
-				t.Fatalf("exit %d stdout %q stderr %q; want exit %d with %q", exit, stdout.String(), stderr.String(), tc.exit, tc.stdout)
-			}
-			if tc.exit == 2 && tc.stdout != "" && !strings.Contains(stdout.String(), `"permissionDecision":"deny"`) {
-				t.Fatalf("a block must answer a deny decision, got %q", stdout.String())
-			}
-		})
+		b, err := Render(&gatev1.HarnessAgentPolicySpec{WorkspaceID: "ws_1"}, nil, Options{MountDir: dir, HookBin: tc.bin, HookTimeout: 3, HookLimit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		script := filepath.Join(t.TempDir(), KeyHookScript)
+		if err := os.WriteFile(script, []byte(b.Data[KeyHookScript]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, sh := range shells {
+			t.Run(tc.name+"/"+strings.Join(sh, " "), func(t *testing.T) {
+				argv := append(append([]string{}, sh...), script)
+				if tc.closeStdin {
+					// Run the wrapper with fd 0 closed, so its "exec 3<&0" fails.
+					argv = append([]string{"/bin/sh", "-c", `exec "$@" <&-`, "sh"}, argv...)
+				}
+				cmd := exec.Command(argv[0], argv[1:]...)
+				cmd.Env = append(os.Environ(), hostile...)
+				if !tc.closeStdin {
+					cmd.Stdin = strings.NewReader(`{"hook_event_name":"PreToolUse","tool_name":"Bash"}` + "\n")
+				}
+				var stdout, stderr bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				err := cmd.Run()
+				exit := 0
+				if ee, ok := err.(*exec.ExitError); ok {
+					exit = ee.ExitCode()
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				if exit != tc.exit || !strings.Contains(stdout.String(), tc.stdout) {
+					t.Fatalf("exit %d stdout %q stderr %q; want exit %d with %q", exit, stdout.String(), stderr.String(), tc.exit, tc.stdout)
+				}
+				if tc.exit == 2 && tc.stdout != "" && !strings.Contains(stdout.String(), `"permissionDecision":"deny"`) {
+					t.Fatalf("a block must answer a deny decision, got %q", stdout.String())
+				}
+			})
+		}
 	}
 }
 
@@ -248,7 +271,8 @@ func TestRenderEgress(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := &gatev1.HarnessAgentPolicySpec{PodSelector: selector, Egress: tc.egress}
-			e := RenderEgress(spec, tc.addrs, DefaultDNSSelector)
+			hosts := map[string][]netip.Addr{"allowed.example": tc.addrs}
+			e := RenderEgress(spec, hosts, DefaultDNSSelector, nil)
 			got, err := yaml.Marshal(e.Spec)
 			if err != nil {
 				t.Fatal(err)
@@ -257,7 +281,7 @@ func TestRenderEgress(t *testing.T) {
 			if strings.Join(e.Dropped, ",") != strings.Join(tc.dropped, ",") {
 				t.Errorf("dropped %v, want %v", e.Dropped, tc.dropped)
 			}
-			again, _ := yaml.Marshal(RenderEgress(spec, append([]netip.Addr{}, tc.addrs...), DefaultDNSSelector).Spec)
+			again, _ := yaml.Marshal(RenderEgress(spec, map[string][]netip.Addr{"allowed.example": append([]netip.Addr{}, tc.addrs...)}, DefaultDNSSelector, nil).Spec)
 			if !bytes.Equal(got, again) {
 				t.Error("rendering is not stable")
 			}
@@ -267,9 +291,9 @@ func TestRenderEgress(t *testing.T) {
 
 func TestHookCommandQuoting(t *testing.T) {
 	for dir, want := range map[string]string{
-		"/opt/intutic/hooks":   "sh /opt/intutic/hooks/gate-hook.sh",
-		"/tmp/a dir (1)/hooks": "sh '/tmp/a dir (1)/hooks/gate-hook.sh'",
-		"/tmp/it's/hooks":      `sh '/tmp/it'\''s/hooks/gate-hook.sh'`,
+		"/opt/intutic/hooks":   "/bin/sh /opt/intutic/hooks/gate-hook.sh",
+		"/tmp/a dir (1)/hooks": "/bin/sh '/tmp/a dir (1)/hooks/gate-hook.sh'",
+		"/tmp/it's/hooks":      `/bin/sh '/tmp/it'\''s/hooks/gate-hook.sh'`,
 	} {
 		b, err := Render(&gatev1.HarnessAgentPolicySpec{}, nil, Options{MountDir: dir})
 		if err != nil {

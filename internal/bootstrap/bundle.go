@@ -14,6 +14,8 @@ import (
 	"path"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/gate"
 )
@@ -46,6 +48,9 @@ const (
 type Options struct {
 	// MountDir is where sandbox pods mount the bundle.
 	MountDir string
+	// HookBin is where sandbox pods have the gate-hook binary. The wrapper names it literally:
+	// nothing the agent can set in the environment chooses the program that decides.
+	HookBin string
 	// HookTimeout and HookLimit are in seconds; HookLimit must be below HookTimeout.
 	HookTimeout int
 	HookLimit   int
@@ -54,6 +59,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.MountDir == "" {
 		o.MountDir = DefaultMountDir
+	}
+	if o.HookBin == "" {
+		o.HookBin = DefaultHookBin
 	}
 	if o.HookTimeout == 0 {
 		o.HookTimeout = DefaultHookTimeout
@@ -73,12 +81,51 @@ type Bundle struct {
 // Render renders the bundle of a policy spec and its encoded snapshot. An empty snapshot is
 // rendered as an empty file, never left out, so a sandbox sees a missing snapshot as one.
 func Render(spec *gatev1.HarnessAgentPolicySpec, snapshot []byte, opts Options) (Bundle, error) {
+	harness, err := harnessSettings(spec)
+	if err != nil {
+		return Bundle{}, err
+	}
+	return render(snapshot, harness, spec.WorkspaceID, opts)
+}
+
+// RenderBlocking renders the bundle of a policy whose rules cannot be published and that has
+// no bundle of its own to keep: snapshot (an invalid one, which blocks every call) with the
+// most restrictive harness settings (allow-reads, bash filtered, no network), whatever the
+// spec asks for.
+func RenderBlocking(workspaceID string, snapshot []byte, opts Options) (Bundle, error) {
+	return Render(&gatev1.HarnessAgentPolicySpec{WorkspaceID: workspaceID, PermissionMode: gatev1.PermissionModeAllowReads}, snapshot, opts)
+}
+
+// Keep re-renders a bundle the operator published before: its snapshot and harness settings
+// (rendered from the spec in force then) stay, the files that depend only on the installation
+// (hook wrapper, Claude Code settings) are rendered again. data must be verified first
+// (Verify): Keep trusts it.
+func Keep(data map[string]string, workspaceID string, opts Options) (Bundle, error) {
+	return render([]byte(data[KeySnapshot]), data[KeyHarnessSettings], workspaceID, opts)
+}
+
+// Verify reports whether data is a whole bundle whose bootstrap hash matches its files: what
+// Render or Keep produced, for workspaceID, unedited.
+func Verify(data map[string]string, workspaceID string, opts Options) bool {
+	opts = opts.withDefaults()
+	for _, k := range hashedKeys {
+		if _, ok := data[k]; !ok {
+			return false
+		}
+	}
+	return data[KeyBootstrapHash] == Hash(data, opts.MountDir, workspaceID)
+}
+
+func render(snapshot []byte, harness, workspaceID string, opts Options) (Bundle, error) {
 	opts = opts.withDefaults()
 	if opts.HookLimit >= opts.HookTimeout {
 		return Bundle{}, fmt.Errorf("the hook limit (%ds) must be shorter than the registered timeout (%ds)", opts.HookLimit, opts.HookTimeout)
 	}
 	if !path.IsAbs(opts.MountDir) {
 		return Bundle{}, fmt.Errorf("the mount directory %q is not absolute", opts.MountDir)
+	}
+	if !path.IsAbs(opts.HookBin) {
+		return Bundle{}, fmt.Errorf("the gate-hook binary path %q is not absolute", opts.HookBin)
 	}
 	managed, err := claudeSettings(opts, true)
 	if err != nil {
@@ -88,20 +135,39 @@ func Render(spec *gatev1.HarnessAgentPolicySpec, snapshot []byte, opts Options) 
 	if err != nil {
 		return Bundle{}, err
 	}
-	harness, err := harnessSettings(spec)
-	if err != nil {
-		return Bundle{}, err
-	}
 	data := map[string]string{
 		KeySnapshot:        string(snapshot),
-		KeyHookScript:      hookScript(opts, spec.WorkspaceID),
+		KeyHookScript:      hookScript(opts, workspaceID),
 		KeyManagedSettings: managed,
 		KeySettings:        project,
 		KeyHarnessSettings: harness,
 	}
-	hash := Hash(data, opts.MountDir, spec.WorkspaceID)
+	hash := Hash(data, opts.MountDir, workspaceID)
 	data[KeyBootstrapHash] = hash
+	if size := configMapSize(data); size > MaxBundleBytes {
+		return Bundle{}, &TooLargeError{Size: size}
+	}
 	return Bundle{Data: data, Hash: hash}, nil
+}
+
+// MaxBundleBytes is the most a ConfigMap holds: the API server refuses one whose data keys and
+// values add up to more (corev1.MaxSecretSize is the limit it applies to ConfigMaps too).
+const MaxBundleBytes = corev1.MaxSecretSize
+
+// TooLargeError says the bundle would not fit in its ConfigMap.
+type TooLargeError struct{ Size int }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("the bootstrap bundle would be %d bytes, over the %d bytes a ConfigMap holds", e.Size, MaxBundleBytes)
+}
+
+// configMapSize is the size the API server checks against MaxBundleBytes.
+func configMapSize(data map[string]string) int {
+	n := 0
+	for k, v := range data {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // Hash is the bootstrap hash: sha256 over every bundle file, the mount directory and the
@@ -152,23 +218,47 @@ type claudeMatcher struct {
 
 type claudeSettingsFile struct {
 	AllowManagedHooksOnly bool                       `json:"allowManagedHooksOnly,omitempty"`
+	DisableAllHooks       *bool                      `json:"disableAllHooks,omitempty"`
+	Env                   map[string]string          `json:"env,omitempty"`
 	Hooks                 map[string][]claudeMatcher `json:"hooks"`
 }
 
+// HookShell runs the wrapper. An absolute path: a bare "sh" would be looked up on a PATH that
+// the agent's own settings can set.
+const HookShell = "/bin/sh"
+
+// PinnedEnv is the environment the managed settings pin for Claude Code and every process it
+// starts, hooks included. Claude Code merges the env of user, project and local settings (files
+// the agent can write) under the managed settings' env, so pinning a variable here is the only
+// way to keep the agent from setting it. These are the dynamic loader's code-loading variables:
+// through them the agent could run its own code inside the hook's shell before the wrapper
+// starts. Empty values disable them. The wrapper itself reads nothing else from the env.
+var PinnedEnv = map[string]string{
+	"LD_PRELOAD":      "",
+	"LD_AUDIT":        "",
+	"LD_LIBRARY_PATH": "",
+}
+
 // claudeSettings registers the wrapper as the PreToolUse hook of every tool. The managed form
-// also turns off user, project and local hooks.
+// also turns off user, project and local hooks, keeps them from turning all hooks off, and
+// pins the environment the hook runs in (PinnedEnv).
 func claudeSettings(opts Options, managed bool) (string, error) {
-	return marshal(claudeSettingsFile{
-		AllowManagedHooksOnly: managed,
+	f := claudeSettingsFile{
 		Hooks: map[string][]claudeMatcher{
 			"PreToolUse": {{
 				Matcher: "*",
 				// Claude Code runs the command through a shell: a mount directory with spaces or
 				// shell characters is quoted, or the hook would fail to start.
-				Hooks: []claudeHook{{Type: "command", Command: "sh " + shellWord(path.Join(opts.MountDir, KeyHookScript)), Timeout: opts.HookTimeout}},
+				Hooks: []claudeHook{{Type: "command", Command: HookShell + " " + shellWord(path.Join(opts.MountDir, KeyHookScript)), Timeout: opts.HookTimeout}},
 			}},
 		},
-	})
+	}
+	if managed {
+		f.AllowManagedHooksOnly = true
+		f.DisableAllHooks = new(false)
+		f.Env = PinnedEnv
+	}
+	return marshal(f)
 }
 
 // harnessSettingsFile is the recommended @ai-sdk/harness settings, a value to spread into

@@ -1,8 +1,10 @@
 package bootstrap
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,8 +15,43 @@ import (
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 )
 
-// MetadataCIDRs are the cloud metadata ranges, denied whatever the policy says.
-var MetadataCIDRs = []string{"169.254.0.0/16", "169.254.169.254/32", "fd00:ec2::254/128"}
+// MetadataCIDRs are the metadata, credential and platform endpoints that clouds and
+// Kubernetes distributions put next to a pod, denied whatever the policy says: carved out of
+// every allowed CIDR and never allowed as a resolved host address. docs/egress-carve-outs.md
+// lists each with its source; a test keeps the two in step.
+var MetadataCIDRs = []string{
+	"169.254.0.0/16",     // IPv4 link-local (RFC 3927): AWS, GCP, Azure, OCI, OpenStack metadata; ECS task metadata; EKS Pod Identity 169.254.170.23
+	"169.254.169.254/32", // the instance metadata address of most clouds, named on its own so it shows in every except list
+	"100.100.100.200/32", // Alibaba Cloud ECS instance metadata
+	"168.63.129.16/32",   // Azure WireServer (host platform: extension config, health, DNS)
+	"192.0.0.192/32",     // Oracle Cloud@Customer (and OCI Classic) instance metadata
+	"fe80::/10",          // IPv6 link-local (RFC 4291): OpenStack metadata fe80::a9fe:a9fe
+	"fd00:ec2::23/128",   // EKS Pod Identity Agent over IPv6
+	"fd00:ec2::254/128",  // AWS instance metadata (IMDS) over IPv6
+	"fd20:ce::254/128",   // Google Compute Engine metadata server over IPv6
+}
+
+// DefaultClusterCIDRs is the default of the manager's --service-cidrs and --pod-cidrs: the
+// private ranges (RFC 1918, RFC 6598 shared space, RFC 4193 unique local), which hold the
+// Service and Pod networks of kubeadm, kind, k3s, EKS, AKS and the common CNIs. An allowed host
+// never resolves into them; an allowed CIDR may still cover them.
+const DefaultClusterCIDRs = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,fc00::/7"
+
+// ParsePrefixes parses a comma-separated list of CIDRs, such as the manager's flags take.
+func ParsePrefixes(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return canonical(out), nil
+}
 
 // DNSSelector selects the cluster DNS pods, the only DNS an allow-listed sandbox may use.
 type DNSSelector struct {
@@ -53,13 +90,20 @@ func deniedPrefixes(e *gatev1.EgressSpec) []netip.Prefix {
 // canonicalPrefixes parses, masks, sorts and de-duplicates CIDRs; unparsable ones (the schema
 // rejects them) are skipped.
 func canonicalPrefixes(raw []string) []netip.Prefix {
-	var out []netip.Prefix
+	var ps []netip.Prefix
 	for _, s := range raw {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			continue
+		if p, err := netip.ParsePrefix(s); err == nil {
+			ps = append(ps, p)
 		}
-		if p.Addr().Is4In6() {
+	}
+	return canonical(ps)
+}
+
+// canonical unmaps, masks, sorts and de-duplicates prefixes.
+func canonical(ps []netip.Prefix) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(ps))
+	for _, p := range ps {
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
 			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
 		out = append(out, p.Masked())
@@ -87,16 +131,77 @@ type Egress struct {
 	Mode gatev1.EgressMode
 	// Addresses is how many host addresses the policy allows.
 	Addresses int
-	// Dropped are addresses and allowed CIDRs left out because a denied range covers them.
+	// Dropped are the addresses and allowed CIDRs left out: addresses in Rejected, and CIDRs a
+	// denied range covers.
 	Dropped []string
+	// Rejected are the resolved addresses that may not become destinations, by host.
+	Rejected []RejectedAddress
+}
+
+// RejectedAddress is a DNS answer for an allowed host that points where a name may not lead.
+// DNS answers are attacker-influenced (a record can be changed, or spoofed), so a name never
+// opens loopback, link-local, multicast, a denied range or the cluster's own networks.
+type RejectedAddress struct {
+	Host string
+	Addr netip.Addr
+	// Why says what the address is, e.g. "loopback" or "in the denied range fe80::/10".
+	Why string
+}
+
+var (
+	thisNetwork = netip.MustParsePrefix("0.0.0.0/8") // RFC 1122: "this host on this network"
+	broadcast   = netip.MustParseAddr("255.255.255.255")
+	nat64       = netip.MustParsePrefix("64:ff9b::/96") // RFC 6052 well-known prefix
+)
+
+// rejectAnswer says why a resolved address may not become a destination, or "" when it may.
+// allowed are the allowed CIDRs: an address they cover is reachable anyway, so the cluster
+// ranges do not reject it.
+func rejectAnswer(a netip.Addr, denied, cluster, allowed []netip.Prefix) string {
+	if nat64.Contains(a) {
+		// A NAT64 gateway translates it to the IPv4 address in its last 32 bits.
+		b := a.As16()
+		if why := rejectAnswer(netip.AddrFrom4([4]byte(b[12:])), denied, cluster, allowed); why != "" {
+			return why + ", through NAT64"
+		}
+	}
+	switch {
+	case a.IsUnspecified() || thisNetwork.Contains(a):
+		return "unspecified"
+	case a.IsLoopback():
+		return "loopback"
+	case a.IsLinkLocalUnicast():
+		return "link-local"
+	case a.IsMulticast():
+		return "multicast"
+	case a == broadcast:
+		return "broadcast"
+	}
+	p := netip.PrefixFrom(a, a.BitLen())
+	for _, d := range denied {
+		if within(p, d) {
+			return "in the denied range " + d.String()
+		}
+	}
+	if slices.ContainsFunc(allowed, func(c netip.Prefix) bool { return within(p, c) }) {
+		return ""
+	}
+	for _, c := range cluster {
+		if within(p, c) {
+			return "in the cluster range " + c.String()
+		}
+	}
+	return ""
 }
 
 // RenderEgress renders the egress NetworkPolicy of a policy from its spec and the addresses its
 // hosts resolved to. With no hosts and no CIDRs it denies all egress, DNS included. Otherwise
 // it allows DNS to the cluster DNS pods only, and TCP on the spec's ports to the resolved
-// addresses (as /32 and /128) and the allowed CIDRs, with every denied range carved out. The
-// output is sorted, so unchanged inputs render identical specs.
-func RenderEgress(spec *gatev1.HarnessAgentPolicySpec, addrs []netip.Addr, dns DNSSelector) Egress {
+// addresses (as /32 and /128) and the allowed CIDRs, with every denied range carved out. A
+// resolved address that is not a global unicast address, or lies in a denied range or (unless
+// an allowed CIDR covers it) in the cluster's Service and Pod ranges, is rejected. The output
+// is sorted, so unchanged inputs render identical specs.
+func RenderEgress(spec *gatev1.HarnessAgentPolicySpec, hostAddrs map[string][]netip.Addr, dns DNSSelector, cluster []netip.Prefix) Egress {
 	np := networkingv1ac.NetworkPolicySpec().
 		WithPodSelector(labelSelector(spec.PodSelector)).
 		WithPolicyTypes("Egress")
@@ -115,31 +220,39 @@ func RenderEgress(spec *gatev1.HarnessAgentPolicySpec, addrs []netip.Addr, dns D
 		WithTo(dnsPeer).
 		WithPorts(port(corev1.ProtocolUDP, 53), port(corev1.ProtocolTCP, 53)))
 
-	var hosts []netip.Prefix
-	for _, a := range addrs {
-		a = a.Unmap()
-		p := netip.PrefixFrom(a, a.BitLen())
-		if slices.ContainsFunc(denied, func(d netip.Prefix) bool { return within(p, d) }) {
-			out.Dropped = append(out.Dropped, a.String())
-			continue
-		}
-		hosts = append(hosts, p)
-	}
-	slices.SortFunc(hosts, comparePrefix)
-	hosts = slices.Compact(hosts)
-	out.Addresses = len(hosts)
-
-	var cidrs []netip.Prefix
+	var cidrs, droppedCIDRs []netip.Prefix
 	raw := make([]string, 0, len(spec.Egress.AllowedCIDRs))
 	for _, c := range spec.Egress.AllowedCIDRs {
 		raw = append(raw, string(c))
 	}
 	for _, p := range canonicalPrefixes(raw) {
 		if slices.ContainsFunc(denied, func(d netip.Prefix) bool { return within(p, d) }) {
-			out.Dropped = append(out.Dropped, p.String())
+			droppedCIDRs = append(droppedCIDRs, p)
 			continue
 		}
 		cidrs = append(cidrs, p)
+	}
+
+	var hosts []netip.Prefix
+	for _, host := range slices.Sorted(maps.Keys(hostAddrs)) {
+		for _, a := range hostAddrs[host] {
+			a = a.Unmap()
+			if why := rejectAnswer(a, denied, cluster, cidrs); why != "" {
+				r := RejectedAddress{Host: host, Addr: a, Why: why}
+				if !slices.Contains(out.Rejected, r) {
+					out.Rejected = append(out.Rejected, r)
+					out.Dropped = append(out.Dropped, a.String())
+				}
+				continue
+			}
+			hosts = append(hosts, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	slices.SortFunc(hosts, comparePrefix)
+	hosts = slices.Compact(hosts)
+	out.Addresses = len(hosts)
+	for _, p := range droppedCIDRs {
+		out.Dropped = append(out.Dropped, p.String())
 	}
 
 	// Hosts that resolved to nothing and CIDRs that are all denied leave no destination; a

@@ -4,12 +4,18 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/intutic/gate-operator/internal/gate"
 )
 
 // hookScript renders gate-hook.sh, the POSIX sh wrapper Claude Code runs. It runs gate-hook
 // under its own time limit and lets only exit 0 and 2 through: Claude Code treats every other
-// status as a non-blocking error and runs the tool, so a missing binary, a crash, a signal or
-// the time limit all become a deny, with exit 2.
+// status as a non-blocking error and runs the tool, so a missing binary, a crash, a signal, the
+// time limit, or an error of the shell itself all become a deny, with exit 2.
+//
+// Nothing in it comes from the environment: Claude Code hands hooks the env of settings files
+// the agent can write, so the binary's path is a literal, PATH is set here for sleep, and the
+// Go runtime's knobs are cleared before gate-hook starts.
 func hookScript(opts Options, workspaceID string) string {
 	ws := ""
 	if workspaceID != "" {
@@ -19,15 +25,24 @@ func hookScript(opts Options, workspaceID string) string {
 # gate-operator PreToolUse hook (rendered by the operator; do not edit).
 # Runs gate-hook under a %[1]ds limit, below the %[2]ds timeout registered with Claude Code.
 # Only exit 0 (allow or ask) and 2 (deny) pass; anything else blocks the call.
-bin="${INTUTIC_GATE_HOOK_BIN:-%[3]s}"
+PATH=/usr/bin:/bin
+export PATH
+unset GODEBUG GOGC GOMAXPROCS GOMEMLIMIT GOTRACEBACK
+bin=%[3]s
+answered=
 
 deny() {
   printf '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"%%s"}}\n' "$1"
   printf '%%s\n' "$1" >&2
+  answered=2
   exit 2
 }
 
-[ -x "$bin" ] || deny "[Intutic Governance] BLOCKED: the gate-hook binary is missing"
+# Every way out passes here, also a shell error that ends the script early (a failed
+# redirection of a special builtin exits 1 in some shells): only a decided 0 or 2 leaves.
+trap 'case "$answered" in 0|2) exit "$answered" ;; esac; deny "%[6]sthe gate-hook wrapper failed"' EXIT
+
+[ -x "$bin" ] || deny "%[6]sthe gate-hook binary is missing"
 
 # A background job's stdin is /dev/null in sh, so hand the hook JSON over on fd 3.
 exec 3<&0
@@ -41,10 +56,10 @@ status=$?
 kill "$watchdog" 2>/dev/null
 
 case "$status" in
-  0|2) exit "$status" ;;
+  0|2) answered=$status; exit "$status" ;;
 esac
-deny "[Intutic Governance] BLOCKED: gate-hook failed (exit status $status)"
-`, opts.HookLimit, opts.HookTimeout, DefaultHookBin, shellQuote(path.Join(opts.MountDir, KeySnapshot)), ws)
+deny "%[6]sgate-hook failed (exit status $status)"
+`, opts.HookLimit, opts.HookTimeout, shellQuote(opts.HookBin), shellQuote(path.Join(opts.MountDir, KeySnapshot)), ws, gate.RefusalPrefix)
 }
 
 // shellQuote quotes s for POSIX sh.

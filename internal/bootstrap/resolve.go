@@ -53,6 +53,9 @@ func (h *HostAddresses) Next() time.Time { return h.next }
 type Resolution struct {
 	// Addresses allowed now: seen in this resolution or within the last window.
 	Addresses []netip.Addr
+	// Hosts are the same addresses by host, sorted, for RenderEgress to name the host of an
+	// address it rejects.
+	Hosts map[string][]netip.Addr
 	// Resolved and Unresolved hosts, sorted.
 	Resolved, Unresolved []string
 	// Next is when to resolve again.
@@ -82,7 +85,7 @@ func (h *HostAddresses) Update(now time.Time, hosts []string, results map[string
 	keepSince := h.prev
 	h.prev, h.next = now, now.Add(interval)
 
-	res := Resolution{Next: h.next}
+	res := Resolution{Next: h.next, Hosts: map[string][]netip.Addr{}}
 	for host := range h.seen {
 		if !slices.Contains(hosts, host) {
 			delete(h.seen, host) // removed from the spec
@@ -95,14 +98,16 @@ func (h *HostAddresses) Update(now time.Time, hosts []string, results map[string
 				continue
 			}
 			res.Addresses = append(res.Addresses, a)
+			res.Hosts[host] = append(res.Hosts[host], a)
 		}
 		if len(h.seen[host]) > 0 {
+			slices.SortFunc(res.Hosts[host], netip.Addr.Compare)
 			res.Resolved = append(res.Resolved, host)
 		} else {
 			res.Unresolved = append(res.Unresolved, host)
 		}
 	}
-	slices.SortFunc(res.Addresses, func(a, b netip.Addr) int { return a.Compare(b) })
+	slices.SortFunc(res.Addresses, netip.Addr.Compare)
 	res.Addresses = slices.Compact(res.Addresses)
 	slices.Sort(res.Resolved)
 	slices.Sort(res.Unresolved)

@@ -53,6 +53,9 @@ func TestHostAddresses(t *testing.T) {
 	if got := fmt.Sprint(r.Addresses); got != "[192.0.2.1 192.0.2.2 192.0.2.3 2001:db8::1]" {
 		t.Fatalf("after rotation: %s", got)
 	}
+	if got := fmt.Sprint(r.Hosts); got != "map[api.example:[192.0.2.1 192.0.2.2 192.0.2.3] cdn.example:[2001:db8::1]]" {
+		t.Fatalf("by host after rotation: %s", got)
+	}
 	if !r.Next.Equal(t1.Add(5 * time.Minute)) {
 		t.Fatalf("next %v, want the 5m cap", r.Next)
 	}

@@ -2,13 +2,22 @@
 # gate-operator PreToolUse hook (rendered by the operator; do not edit).
 # Runs gate-hook under a 10s limit, below the 15s timeout registered with Claude Code.
 # Only exit 0 (allow or ask) and 2 (deny) pass; anything else blocks the call.
-bin="${INTUTIC_GATE_HOOK_BIN:-/opt/intutic/bin/gate-hook}"
+PATH=/usr/bin:/bin
+export PATH
+unset GODEBUG GOGC GOMAXPROCS GOMEMLIMIT GOTRACEBACK
+bin='/opt/intutic/bin/gate-hook'
+answered=
 
 deny() {
   printf '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"%s"}}\n' "$1"
   printf '%s\n' "$1" >&2
+  answered=2
   exit 2
 }
+
+# Every way out passes here, also a shell error that ends the script early (a failed
+# redirection of a special builtin exits 1 in some shells): only a decided 0 or 2 leaves.
+trap 'case "$answered" in 0|2) exit "$answered" ;; esac; deny "[Intutic Governance] BLOCKED: the gate-hook wrapper failed"' EXIT
 
 [ -x "$bin" ] || deny "[Intutic Governance] BLOCKED: the gate-hook binary is missing"
 
@@ -24,6 +33,6 @@ status=$?
 kill "$watchdog" 2>/dev/null
 
 case "$status" in
-  0|2) exit "$status" ;;
+  0|2) answered=$status; exit "$status" ;;
 esac
 deny "[Intutic Governance] BLOCKED: gate-hook failed (exit status $status)"
