@@ -94,7 +94,7 @@ func (m *messagesStandIn) toolResult() (content string, isError bool, ok bool) {
 
 // bundle renders the sample policy's bootstrap bundle into hooksDir, as the ConfigMap volume
 // would hold it, with the mount directory set to hooksDir.
-func bundle(t *testing.T, hooksDir string) {
+func bundle(t *testing.T, hooksDir, hookBin string) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "gate_v1alpha1_harnessagentpolicy.yaml"))
 	if err != nil {
@@ -110,7 +110,7 @@ func bundle(t *testing.T, hooksDir string) {
 		t.Fatal(err)
 	}
 	snap, _ := s.Encode()
-	b, err := bootstrap.Render(&p.Spec, snap, bootstrap.Options{MountDir: hooksDir})
+	b, err := bootstrap.Render(&p.Spec, snap, bootstrap.Options{MountDir: hooksDir, HookBin: hookBin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ type claudeRun struct {
 // runClaude runs the real Claude Code in print mode against the stand-in, inside a private
 // mount namespace whose /etc/claude-code is a bind mount of managedDir. Nothing is written
 // to the host's /etc but an empty mount point.
-func runClaude(t *testing.T, standIn *messagesStandIn, managedDir, work, hookBin string, extra ...string) claudeRun {
+func runClaude(t *testing.T, standIn *messagesStandIn, managedDir, work, home string, extra ...string) claudeRun {
 	t.Helper()
 	srv := httptest.NewServer(standIn)
 	defer srv.Close()
@@ -141,7 +141,6 @@ func runClaude(t *testing.T, standIn *messagesStandIn, managedDir, work, hookBin
 	if err := os.MkdirAll("/etc/claude-code", 0o755); err != nil {
 		t.Fatalf("creating the mount point: %v", err)
 	}
-	home := t.TempDir()
 	args := append([]string{"-p", "do the task", "--output-format", "json"}, extra...)
 	script := `mount --bind "$1" /etc/claude-code && shift && exec "$@"`
 	cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "sh", "-c", script, "sh", managedDir, claude}, args...)...)
@@ -150,7 +149,6 @@ func runClaude(t *testing.T, standIn *messagesStandIn, managedDir, work, hookBin
 		"PATH=" + os.Getenv("PATH"), "HOME=" + home,
 		"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-ant-conformance",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1",
-		"INTUTIC_GATE_HOOK_BIN=" + hookBin,
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -171,7 +169,30 @@ func runClaude(t *testing.T, standIn *messagesStandIn, managedDir, work, hookBin
 	return r
 }
 
-func TestClaudeCode(t *testing.T) {
+const refusal = "[Intutic Governance] BLOCKED: "
+
+type check func(t *testing.T, r claudeRun, s *messagesStandIn, marker string) (bool, string)
+
+// blockedWith passes when the model got the gate's refusal with reason and the command did
+// not run.
+func blockedWith(reason string) check {
+	return func(t *testing.T, r claudeRun, s *messagesStandIn, marker string) (bool, string) {
+		content, isErr, ok := s.toolResult()
+		_, statErr := os.Stat(marker)
+		switch {
+		case !ok:
+			return false, "the model never received a tool_result"
+		case !isErr || !strings.Contains(content, refusal+reason):
+			return false, fmt.Sprintf("tool_result is_error=%v content %s", isErr, content)
+		case statErr == nil:
+			return false, "the blocked command ran: the marker exists"
+		}
+		return true, ""
+	}
+}
+
+func buildHook(t *testing.T) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("the Claude Code cases need root, for a private mount namespace (unshare -m)")
 	}
@@ -179,23 +200,11 @@ func TestClaudeCode(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", hookBin, "../../cmd/gate-hook").CombinedOutput(); err != nil {
 		t.Fatalf("building gate-hook: %v\n%s", err, out)
 	}
-	const refusal = "[Intutic Governance] BLOCKED: "
-	type check func(t *testing.T, r claudeRun, s *messagesStandIn, marker string) (bool, string)
-	blockedWith := func(reason string) check {
-		return func(t *testing.T, r claudeRun, s *messagesStandIn, marker string) (bool, string) {
-			content, isErr, ok := s.toolResult()
-			_, statErr := os.Stat(marker)
-			switch {
-			case !ok:
-				return false, "the model never received a tool_result"
-			case !isErr || !strings.Contains(content, refusal+reason):
-				return false, fmt.Sprintf("tool_result is_error=%v content %s", isErr, content)
-			case statErr == nil:
-				return false, "the blocked command ran: the marker exists"
-			}
-			return true, ""
-		}
-	}
+	return hookBin
+}
+
+func TestClaudeCode(t *testing.T) {
+	hookBin := buildHook(t)
 	cases := []struct {
 		name     string
 		tool     string
@@ -275,7 +284,7 @@ func TestClaudeCode(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			hooks, managed, work := t.TempDir(), t.TempDir(), t.TempDir()
-			bundle(t, hooks)
+			bundle(t, hooks, hookBin)
 			if tc.snapshot != nil {
 				tc.snapshot(hooks)
 			}
@@ -296,7 +305,7 @@ func TestClaudeCode(t *testing.T) {
 				os.WriteFile(cfgPath, cfg, 0o644)
 				extra = append(extra, "--mcp-config", cfgPath, "--strict-mcp-config")
 			}
-			r := runClaude(t, s, managed, work, hookBin, extra...)
+			r := runClaude(t, s, managed, work, t.TempDir(), extra...)
 			ok, detail := tc.check(t, r, s, marker)
 			record(t, claudePkg, tc.name, ok, detail)
 		})
