@@ -57,10 +57,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	if err != nil {
 		se := &gate.SnapshotError{Code: gate.CodeSnapshotCorrupt, Reason: err.Error()}
 		errors.As(err, &se)
-		return answer(stdout, stderr, gate.Decide(nil, se, call), false)
+		return answer(stdout, stderr, gate.Refuse(se.Code, se.Reason), false)
 	}
 	policy, _ := gate.CompileFor(snap, call.Tool, call.Server)
-	return answer(stdout, stderr, gate.Decide(policy, nil, call), *explicitAllow)
+	return answer(stdout, stderr, policy.Decide(call), *explicitAllow)
 }
 
 // installSelf copies the running binary to dir/gate-hook, atomically.

@@ -62,7 +62,7 @@ func environment() (*cel.Env, error) {
 type compiledRule struct {
 	Rule
 	index    int
-	patterns []string // normalized tool patterns; empty matches every tool
+	patterns []toolPattern // compiled tool patterns; empty matches every tool
 	filter   quick
 	program  *lazyProgram // nil when the rule has no when
 	err      error
@@ -135,11 +135,12 @@ func compileRule(i int, r Rule) (compiledRule, FieldErrors) {
 		errs = append(errs, FieldError{base + ".action", fmt.Sprintf("%q is not Allow, Ask or Block", r.Action)})
 	}
 	for j, p := range r.Tools {
-		if err := validatePattern(p); err != nil {
+		tp, err := compilePattern(p)
+		if err != nil {
 			errs = append(errs, FieldError{fmt.Sprintf("%s.tools[%d]", base, j), fmt.Sprintf("%q is not a valid glob pattern: %v", p, err)})
 			continue
 		}
-		cr.patterns = append(cr.patterns, normalizePattern(p))
+		cr.patterns = append(cr.patterns, tp)
 	}
 	if r.When != "" {
 		lp := &lazyProgram{rule: r}

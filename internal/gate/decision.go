@@ -58,6 +58,8 @@ const (
 	CodeSnapshotUnverified = "snapshot_unverified"
 	// CodeGateCrashed: evaluation panicked.
 	CodeGateCrashed = "gate_crashed"
+	// CodeToolMismatch: a policy compiled for one tool (CompileFor) was asked about another.
+	CodeToolMismatch = "tool_mismatch"
 	// CodePolicyInvalid: the policy has never compiled, so its snapshot blocks every call.
 	CodePolicyInvalid = "policy_invalid"
 	// CodeRuleError: a rule's expression failed to compile or evaluate under failurePolicy Fail.

@@ -150,7 +150,7 @@ func TestToolGlobs(t *testing.T) {
 		{"?ead", "/ead", true},
 		{"[a-c]at", "bat", true},
 		{"[a-c]at", "dat", false},
-		{"[^a-c]at", "dat", true},
+		{"[!a-c]at", "dat", true},
 		{`\*`, "*", true},
 		{`\*`, "x", false},
 		{"mcp__github__*", "mcp__github__create_issue", true},
@@ -172,6 +172,8 @@ func TestToolGlobs(t *testing.T) {
 		{"mcp__GitHub__Create_Issue", "MCP__github__create_issue", true},
 		{"mcp__github__createissue", "mcp__github__create_issue", false},
 		{"create_issue", "mcp__github__create_issue", false},
+		{"{read,web_fetch}", "WebFetch", true},
+		{"mcp__{github,gitlab}__*", "mcp__gitlab__x", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.pattern+" vs "+tc.tool, func(t *testing.T) {
@@ -182,14 +184,14 @@ func TestToolGlobs(t *testing.T) {
 			}
 			// The hook's one-tool compile agrees with the full index.
 			p, _ := CompileFor(build(t, PolicyMeta{}, Rule{Name: "r", Tools: []string{tc.pattern}, Action: Block, Reason: "matched"}), tc.tool, "")
-			if got := Decide(p, nil, &Call{Tool: tc.tool, Input: map[string]any{}}).Verdict == Block; got != tc.match {
+			if got := p.Decide(&Call{Tool: tc.tool, Input: map[string]any{}}).Verdict == Block; got != tc.match {
 				t.Fatalf("CompileFor: pattern %q vs tool %q: matched=%v, want %v", tc.pattern, tc.tool, got, tc.match)
 			}
 		})
 	}
 	// An MCP pattern names a server and a tool: '*' never spans the separator between them,
 	// so a pattern that stops inside the server part matches no tool and is refused.
-	for _, p := range []string{"mcp__git*", "mcp__*", "mcp__github", "mcp__github__", "mcp____x", "[", `web\`} {
+	for _, p := range []string{"mcp__git*", "mcp__*", "mcp__github", "mcp__github__", "mcp____x", "[", `web\`, "[^a-c]at", `mcp__x__a[\-_]b`, "[a-z0-9]x", "{a,b"} {
 		if errs := ValidateRules([]Rule{{Name: "r", Tools: []string{p}, Action: Block}}); len(errs) == 0 {
 			t.Errorf("pattern %q was accepted", p)
 		}

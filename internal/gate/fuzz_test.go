@@ -60,7 +60,7 @@ func FuzzLoadSnapshot(f *testing.F) {
 			return
 		}
 		p, _ := Compile(s)
-		d := Decide(p, nil, &Call{Tool: "Bash", Input: map[string]any{"command": "rm -rf /"}})
+		d := p.Decide(&Call{Tool: "Bash", Input: map[string]any{"command": "rm -rf /"}})
 		if d.Verdict != Allow && d.Verdict != Ask && d.Verdict != Block {
 			t.Fatalf("unknown verdict %q", d.Verdict)
 		}
@@ -87,7 +87,7 @@ func FuzzHookInput(f *testing.F) {
 			return
 		}
 		p, _ := CompileFor(s, call.Tool, call.Server)
-		d := Decide(p, nil, call)
+		d := p.Decide(call)
 		out, _, exit := HookResponse(d, false)
 		switch d.Verdict {
 		case Allow:

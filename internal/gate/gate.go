@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"fmt"
 	"sync/atomic"
 )
 
@@ -73,27 +72,16 @@ func (g *Gate) Policy() (*Policy, error) {
 	return st.policy, nil
 }
 
-// Decide decides one call against the policy in force.
+// Decide decides one call against the policy in force, or refuses it with the reason there
+// is none.
 func (g *Gate) Decide(c *Call) Decision {
 	st := g.state.Load()
-	return Decide(st.policy, st.failure, c)
-}
-
-// Decide decides a call against p, or refuses it with failure when p is nil. A panic during
-// evaluation becomes a Block with code gate_crashed. Callers that hold a policy themselves
-// (gate-hook) use it; Gate.Decide is the same with the policy in force.
-func Decide(p *Policy, failure *SnapshotError, c *Call) (d Decision) {
-	if p == nil {
+	if st.policy == nil {
+		failure := st.failure
 		if failure == nil {
 			failure = &SnapshotError{CodeSnapshotMissing, "no policy snapshot has been loaded"}
 		}
-		return refusal(failure.Code, failure.Reason, "")
+		return Refuse(failure.Code, failure.Reason)
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			// The panic's value may quote the input, and the reason is logged: its type only.
-			d = refusal(CodeGateCrashed, fmt.Sprintf("the gate failed while evaluating the call (%T)", r), p.snap.Digest)
-		}
-	}()
-	return p.Decide(c)
+	return st.policy.Decide(c)
 }

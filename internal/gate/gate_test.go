@@ -350,20 +350,31 @@ func TestCompileForCompilesOnlyMatchingRules(t *testing.T) {
 	if len(errs) != 0 {
 		t.Fatalf("CompileFor(Bash) compiled the write rule: %v", errs)
 	}
-	if d := Decide(p, nil, bash("x")); d.Verdict != Block || d.Rule != "bash-rule" {
+	if d := p.Decide(bash("x")); d.Verdict != Block || d.Rule != "bash-rule" {
 		t.Fatalf("got %+v", d)
 	}
-	if d := Decide(p, nil, &Call{Tool: "Write", Input: map[string]any{"file_path": "/etc/passwd"}}); d.Verdict != Block || d.Code != CodeGateCrashed {
+	if d := p.Decide(&Call{Tool: "Write", Input: map[string]any{"file_path": "/etc/passwd"}}); d.Verdict != Block || d.Code != CodeToolMismatch {
 		t.Fatalf("a policy compiled for Bash must refuse other tools, got %+v", d)
 	}
+	// No rule names Read: nothing is compiled, so nothing broken elsewhere is reported. (An
+	// empty selection once meant "every rule".)
+	s.Rules[0].When = `input.command ==`
+	p, errs = CompileFor(s, "Read", "")
+	if len(errs) != 0 || CompiledRules(p) != 0 {
+		t.Fatalf("CompileFor(Read) compiled %d rules, errors %v; want none", CompiledRules(p), errs)
+	}
+	if d := p.Decide(&Call{Tool: "Read", Input: map[string]any{"file_path": "/etc/passwd"}}); d.Verdict != Allow || d.Rule != "" {
+		t.Fatalf("with no rule for Read the default action decides, got %+v", d)
+	}
+	s.Rules[0].When = `input.command == "x"`
 	// Compiled for Write, the broken expression is compiled only when the prefilter cannot
 	// rule the rule out; then the rule errors and blocks under Fail.
 	p, _ = CompileFor(s, "Write", "")
-	if d := Decide(p, nil, &Call{Tool: "Write", Input: map[string]any{"file_path": "/etc/passwd"}}); d.Verdict != Block || d.Code != CodeRuleError {
+	if d := p.Decide(&Call{Tool: "Write", Input: map[string]any{"file_path": "/etc/passwd"}}); d.Verdict != Block || d.Code != CodeRuleError {
 		t.Fatalf("a rule that does not compile must block under Fail, got %+v", d)
 	}
 	// A path the prefilter proves unequal to /etc/passwd cannot match, compiled or not.
-	if d := Decide(p, nil, &Call{Tool: "Write", Input: map[string]any{"file_path": "/tmp/x"}}); d.Verdict != Allow {
+	if d := p.Decide(&Call{Tool: "Write", Input: map[string]any{"file_path": "/tmp/x"}}); d.Verdict != Allow {
 		t.Fatalf("got %+v", d)
 	}
 	// Compile (the confirmer's eager path) reports the corrupt program up front.

@@ -24,7 +24,7 @@ type Policy struct {
 // Compile compiles every rule of a verified snapshot. Rules that do not compile are kept and
 // count as erroring at evaluation, so failurePolicy decides; their problems are returned too.
 func Compile(s *Snapshot) (*Policy, FieldErrors) {
-	return compile(s, nil)
+	return compile(s, allRules())
 }
 
 // CompileFor compiles only the rules whose tool patterns can match one tool, so the start-up
@@ -38,10 +38,20 @@ func CompileFor(s *Snapshot, tool, server string) (*Policy, FieldErrors) {
 			keep = append(keep, i)
 		}
 	}
-	p, errs := compile(s, keep)
+	p, errs := compile(s, selected(keep))
 	p.onlyTool = name
 	return p, errs
 }
+
+// ruleSelection says which rules compile compiles: all of them, or the listed ones (possibly
+// none). Distinct types, so an empty list can never be taken for "all".
+type ruleSelection struct {
+	all     bool
+	indices []int
+}
+
+func allRules() ruleSelection        { return ruleSelection{all: true} }
+func selected(i []int) ruleSelection { return ruleSelection{indices: i} }
 
 // ruleMatchesTool reports whether raw patterns (or no pattern) match a normalized tool name.
 // A malformed pattern counts as matching, so its rule is compiled and reports its error.
@@ -50,14 +60,14 @@ func ruleMatchesTool(patterns []string, name string) bool {
 		return true
 	}
 	for _, p := range patterns {
-		if validatePattern(p) != nil || matchPattern(normalizePattern(p), name) {
+		if tp, err := compilePattern(p); err != nil || tp.match(name) {
 			return true
 		}
 	}
 	return false
 }
 
-func compile(s *Snapshot, only []int) (*Policy, FieldErrors) {
+func compile(s *Snapshot, sel ruleSelection) (*Policy, FieldErrors) {
 	p := &Policy{snap: s}
 	rules := s.Rules
 	add := func(i int) {
@@ -65,7 +75,7 @@ func compile(s *Snapshot, only []int) (*Policy, FieldErrors) {
 		p.rules = append(p.rules, cr)
 		p.errs = append(p.errs, errs...)
 	}
-	if only == nil {
+	if sel.all {
 		for i := range rules {
 			add(i)
 		}
@@ -78,7 +88,7 @@ func compile(s *Snapshot, only []int) (*Policy, FieldErrors) {
 			}
 		}
 	} else {
-		for _, i := range only {
+		for _, i := range sel.indices {
 			add(i)
 		}
 	}
@@ -92,8 +102,18 @@ func (p *Policy) Snapshot() *Snapshot { return p.snap }
 // Errors returns the compile problems of the rules, if any.
 func (p *Policy) Errors() FieldErrors { return p.errs }
 
-// Decide evaluates one call. It does not recover panics; Gate.Decide does.
-func (p *Policy) Decide(c *Call) Decision {
+// Decide decides one call. A panic during evaluation becomes a Block with code gate_crashed.
+func (p *Policy) Decide(c *Call) (d Decision) {
+	defer func() {
+		if r := recover(); r != nil {
+			// The panic's value may quote the input, and the reason is logged: its type only.
+			d = refusal(CodeGateCrashed, fmt.Sprintf("the gate failed while evaluating the call (%T)", r), p.snap.Digest)
+		}
+	}()
+	return p.decide(c)
+}
+
+func (p *Policy) decide(c *Call) Decision {
 	s := p.snap
 	if s.Invalid != "" {
 		return refusal(CodePolicyInvalid, "policy "+s.Policy+" has never compiled: "+s.Invalid, s.Digest)
@@ -103,7 +123,7 @@ func (p *Policy) Decide(c *Call) Decision {
 		return refusal(CodeInputInvalid, err.Error(), s.Digest)
 	}
 	if p.onlyTool != "" && normalizeToolName(name) != p.onlyTool {
-		return refusal(CodeGateCrashed, "the gate was compiled for another tool", s.Digest)
+		return refusal(CodeToolMismatch, "the gate was compiled for another tool", s.Digest)
 	}
 	act := activations.Get().(*activation)
 	*act = activation{tool: name, server: server, surface: c.Surface, session: c.Session, input: c.Input}
@@ -238,7 +258,7 @@ type toolIndex struct {
 }
 
 type globRule struct {
-	pattern string
+	pattern *toolPattern
 	rule    int
 }
 
@@ -251,11 +271,11 @@ func newToolIndex(rules []compiledRule) *toolIndex {
 			idx.all = append(idx.all, i)
 			continue
 		}
-		for _, p := range r.patterns {
-			if isGlob(p) {
-				idx.globs = append(idx.globs, globRule{p, i})
+		for j := range r.patterns {
+			if p := &r.patterns[j]; p.literal {
+				idx.exact[p.text] = append(idx.exact[p.text], i)
 			} else {
-				idx.exact[p] = append(idx.exact[p], i)
+				idx.globs = append(idx.globs, globRule{p, i})
 			}
 		}
 		if len(r.patterns) < len(r.Tools) {
@@ -278,7 +298,7 @@ func (idx *toolIndex) candidates(tool string) []int {
 	c = append(c, idx.all...)
 	c = append(c, idx.exact[name]...)
 	for _, g := range idx.globs {
-		if matchPattern(g.pattern, name) {
+		if g.pattern.match(name) {
 			c = append(c, g.rule)
 		}
 	}

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/gobwas/glob"
+	"github.com/gobwas/glob/syntax"
 )
 
 // Tool names and tool patterns.
@@ -15,11 +17,15 @@ import (
 //
 // A rule's tool pattern matches a canonical name after both are folded: lower case, and for
 // names and patterns that do not start with mcp__, '_' and '-' are dropped (outside [...]), so
-// web_fetch, WebFetch and webFetch are one tool. A pattern is a glob:
-//   - '*' matches any run of characters and '?' exactly one; no character is special to them,
-//     so '/', '.' and '_' match like any other and "*" matches every tool;
-//   - '[...]' matches one character of a set, '[^...]' one outside it; a set holds characters
-//     and ranges such as a-z, and '-' and ']' in it are escaped;
+// web_fetch, WebFetch and webFetch are one tool. A pattern is a glob (github.com/gobwas/glob,
+// with no separators):
+//   - '*' (or '**') matches any run of characters and '?' exactly one; no character is special
+//     to them, so '/', '.' and '_' match like any other and "*" matches every tool;
+//   - '[...]' matches one character of a set, '[!...]' one outside it; a set is either one
+//     range, [a-z], or a list of characters, [abc], in which ']' is escaped and '-' goes first,
+//     [-.]. A set holds no more: [a-z0-9] is refused (write {[a-z],[0-9]}), and so are [^...]
+//     and [\-...], which the library would read as a set holding '^' and a range from '\';
+//   - '{a,b}' matches any of its comma-separated alternatives, each a glob;
 //   - '\' makes the next character literal.
 //
 // A pattern that starts with mcp__ names a server and a tool, mcp__<server>__<tool>: its server
@@ -154,172 +160,104 @@ func normalizePattern(pattern string) string {
 	return b.String()
 }
 
-// isGlob reports whether a normalized pattern has glob metacharacters.
-func isGlob(pattern string) bool {
-	return strings.ContainsAny(pattern, `*?[\`)
+var (
+	errMCPPattern = errors.New(`an MCP tool pattern is mcp__<server>__<tool>, and '*' does not span the "__" between them: write mcp__<server>__* for every tool of a server, mcp__*__* for every MCP tool`)
+	// Sets the library reads otherwise than their author may mean: [^a] holds '^' and 'a', and
+	// [\-a] is the range from '\' to 'a'.
+	misreadSets = []struct {
+		text string
+		err  error
+	}{
+		{"[^", errors.New("[^...] is not a negated set: write [!...]")},
+		{`[\-`, errors.New(`a set cannot start with \-: write '-' first, [-...]`)},
+		{`[!\-`, errors.New(`a set cannot start with \-: write '-' first, [!-...]`)},
+	}
+)
+
+// toolPattern is a tool pattern normalized and compiled once, for matching many names.
+type toolPattern struct {
+	text    string // normalized
+	literal bool   // no glob syntax: matches only the name equal to text
+	mcp     bool
+	// whole matches a pattern that does not start with mcp__; server and tool match the parts
+	// of one that does.
+	whole, server, tool textGlob
 }
 
-var errMCPPattern = errors.New(`an MCP tool pattern is mcp__<server>__<tool>, and '*' does not span the "__" between them: write mcp__<server>__* for every tool of a server, mcp__*__* for every MCP tool`)
-
-// validatePattern reports a malformed tool pattern.
-func validatePattern(pattern string) error {
-	p := normalizePattern(pattern)
-	if !strings.HasPrefix(p, mcpPrefix) {
-		return checkGlob(p)
+// compilePattern normalizes and compiles a tool pattern, or says why it is malformed.
+func compilePattern(pattern string) (toolPattern, error) {
+	p := toolPattern{text: normalizePattern(pattern)}
+	p.literal = isLiteral(p.text)
+	p.mcp = strings.HasPrefix(p.text, mcpPrefix)
+	for _, m := range misreadSets {
+		if strings.Contains(p.text, m.text) {
+			return toolPattern{}, m.err
+		}
 	}
-	server, tool, ok := splitMCP(p)
+	var err error
+	if !p.mcp {
+		if p.whole, err = compileGlob(p.text); err != nil {
+			return toolPattern{}, err
+		}
+		return p, nil
+	}
+	server, tool, ok := splitMCP(p.text)
 	if !ok {
-		return errMCPPattern
+		return toolPattern{}, errMCPPattern
 	}
-	if err := checkGlob(server); err != nil {
-		return err
+	if p.server, err = compileGlob(server); err != nil {
+		return toolPattern{}, fmt.Errorf("server part: %w", err)
 	}
-	return checkGlob(tool)
+	if p.tool, err = compileGlob(tool); err != nil {
+		return toolPattern{}, fmt.Errorf("tool part: %w", err)
+	}
+	return p, nil
 }
 
-// matchPattern matches a normalized, valid pattern against a normalized tool name.
-func matchPattern(pattern, name string) bool {
-	if !strings.HasPrefix(pattern, mcpPrefix) {
-		if !isGlob(pattern) {
-			return pattern == name
-		}
-		return globMatch(pattern, name)
+// match reports whether the pattern matches a normalized tool name.
+func (p *toolPattern) match(name string) bool {
+	if !p.mcp {
+		return p.whole.match(name)
 	}
-	ps, pt, ok := splitMCP(pattern)
-	if !ok {
-		return false
-	}
-	ns, nt, ok := splitMCP(name)
-	return ok && globMatch(ps, ns) && globMatch(pt, nt)
+	s, t, ok := splitMCP(name)
+	return ok && p.server.match(s) && p.tool.match(t)
 }
 
-var errBadGlob = errors.New("syntax error in pattern")
-
-// checkGlob reports a glob that does not parse: a trailing '\', or a set that is empty,
-// unclosed, or has a bad range.
-func checkGlob(p string) error {
-	for i := 0; i < len(p); i++ {
-		switch p[i] {
-		case '\\':
-			if i+1 == len(p) {
-				return errBadGlob
-			}
-			i++
-		case '[':
-			n, ok := setWidth(p[i:])
-			if !ok {
-				return errBadGlob
-			}
-			i += n - 1
-		}
-	}
-	return nil
+// textGlob is a glob, or a text without glob syntax, which is compared and not compiled.
+type textGlob struct {
+	text string
+	g    *glob.Pattern // nil for a text
 }
 
-// setWidth is the length of the set at the start of p, and whether it is well formed.
-func setWidth(p string) (int, bool) {
-	_, n, ok := matchSet(p, utf8.RuneError)
-	return n, ok
+// compileGlob compiles with no separators, so '*' and '?' match any character. An error
+// carries the library's reason without its offset, which counts in the normalized text.
+func compileGlob(p string) (textGlob, error) {
+	if isLiteral(p) {
+		return textGlob{text: p}, nil
+	}
+	g, err := glob.Compile(p)
+	if err != nil {
+		if se := (*glob.SyntaxError)(nil); errors.As(err, &se) {
+			return textGlob{}, errors.New(se.Reason)
+		}
+		return textGlob{}, err
+	}
+	return textGlob{text: p, g: g}, nil
 }
 
-// matchSet matches r against the set at the start of p ('[' ... ']'); n is the set's length.
-func matchSet(p string, r rune) (matched bool, n int, ok bool) {
-	i := 1
-	negate := i < len(p) && p[i] == '^'
-	if negate {
-		i++
+func (t textGlob) match(s string) bool {
+	if t.g == nil {
+		return t.text == s
 	}
-	ranges := 0
-	for {
-		if i >= len(p) {
-			return false, 0, false
-		}
-		if p[i] == ']' && ranges > 0 {
-			return matched != negate, i + 1, true
-		}
-		lo, w, ok := setChar(p[i:])
-		if !ok {
-			return false, 0, false
-		}
-		i += w
-		hi := lo
-		if i < len(p) && p[i] == '-' {
-			if hi, w, ok = setChar(p[i+1:]); !ok || hi < lo {
-				return false, 0, false
-			}
-			i += 1 + w
-		}
-		if lo <= r && r <= hi {
-			matched = true
-		}
-		ranges++
-	}
+	return t.g.Match(s)
 }
 
-// setChar reads one character of a set: '-' and ']' must be escaped.
-func setChar(p string) (r rune, n int, ok bool) {
-	if p == "" || p[0] == '-' || p[0] == ']' {
-		return 0, 0, false
-	}
-	if p[0] == '\\' {
-		if len(p) < 2 {
-			return 0, 0, false
+// isLiteral reports whether a pattern has none of the glob meta characters.
+func isLiteral(p string) bool {
+	for i := range len(p) {
+		if syntax.IsSpecial(p[i]) {
+			return false
 		}
-		r, w := utf8.DecodeRuneInString(p[1:])
-		return r, 1 + w, true
-	}
-	r, w := utf8.DecodeRuneInString(p)
-	return r, w, true
-}
-
-// globMatch matches a valid glob against s. On a mismatch it backtracks to the last '*' and
-// lets it take one more character, so it runs in O(len(p)*len(s)) at worst.
-func globMatch(p, s string) bool {
-	px, sx := 0, 0
-	starPx, starSx := -1, 0
-	for px < len(p) || sx < len(s) {
-		if px < len(p) {
-			switch p[px] {
-			case '*':
-				starPx, starSx = px, sx
-				px++
-				continue
-			case '?':
-				if sx < len(s) {
-					_, w := utf8.DecodeRuneInString(s[sx:])
-					px, sx = px+1, sx+w
-					continue
-				}
-			case '[':
-				if sx < len(s) {
-					r, w := utf8.DecodeRuneInString(s[sx:])
-					if matched, n, ok := matchSet(p[px:], r); ok && matched {
-						px, sx = px+n, sx+w
-						continue
-					}
-				}
-			default:
-				lit := p[px:]
-				if lit[0] == '\\' {
-					lit = lit[1:] // in a valid glob an escape is followed by a character
-				}
-				want, lw := utf8.DecodeRuneInString(lit)
-				if sx < len(s) {
-					r, w := utf8.DecodeRuneInString(s[sx:])
-					if r == want {
-						px, sx = px+len(p[px:])-len(lit)+lw, sx+w
-						continue
-					}
-				}
-			}
-		}
-		if starPx >= 0 && starSx < len(s) {
-			_, w := utf8.DecodeRuneInString(s[starSx:])
-			starSx += w
-			px, sx = starPx+1, starSx
-			continue
-		}
-		return false
 	}
 	return true
 }
