@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/intutic/gate-operator/internal/apiservertest"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 // TestLeaderLoop runs two replicas' election against a real API server: only one runs the
@@ -57,7 +59,12 @@ func TestLeaderLoop(t *testing.T) {
 	}()
 	defer func() { stopA(); stopB(); wg.Wait() }()
 
-	waitUntil(t, 30*time.Second, func() bool { return leaders.Load() == 1 })
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := leaders.Load(); n != 1 {
+			return fmt.Errorf("%d leaders", n)
+		}
+		return nil
+	})
 	mu.Lock()
 	first := "a"
 	if ran["b"] {
@@ -69,23 +76,15 @@ func TestLeaderLoop(t *testing.T) {
 	} else {
 		stopB()
 	}
-	waitUntil(t, 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		return ran["a"] && ran["b"] && leaders.Load() == 1
+		if !ran["a"] || !ran["b"] || leaders.Load() != 1 {
+			return fmt.Errorf("the other replica has not taken over: ran %v, %d leaders", ran, leaders.Load())
+		}
+		return nil
 	})
 	if maxLeaders.Load() != 1 {
 		t.Fatalf("%d replicas led at once", maxLeaders.Load())
-	}
-}
-
-func waitUntil(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s", timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

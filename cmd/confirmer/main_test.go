@@ -19,8 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intutic/gate-operator/internal/confirm/anthropictest"
+	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 var bin string
@@ -67,9 +68,15 @@ func TestConfirmerAnswersSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, _ := snap.Encode()
-	os.WriteFile(filepath.Join(dir, gate.SnapshotFileName), data, 0o644)
-	os.WriteFile(filepath.Join(dir, "harness-settings.json"), []byte(`{"permissionMode":"allow-edits"}`), 0o644)
-	os.WriteFile(filepath.Join(dir, "api-key"), []byte(key+"\n"), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, gate.SnapshotFileName), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "harness-settings.json"), []byte(`{"permissionMode":"allow-edits"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "api-key"), []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	addr := freePort(t)
 	logs := &syncBuffer{}
@@ -85,17 +92,16 @@ func TestConfirmerAnswersSessions(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	defer func() {
 		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
+			_ = cmd.Process.Kill() // best effort: the test failed before the shutdown below
 		}
 	}()
 
-	deadline := time.Now().Add(15 * time.Second)
-	for len(fake.Confirmations("sesn_cli")) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no confirmations; logs:\n%s", logs.String())
+	testutil.Eventually(t, 15*time.Second, func() error {
+		if len(fake.Confirmations("sesn_cli")) < 2 {
+			return fmt.Errorf("no confirmations; logs:\n%s", logs.String())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	got := map[string]string{}
 	for _, c := range fake.Confirmations("sesn_cli") {
 		got[c["tool_use_id"].(string)] = fmt.Sprint(c["result"], " ", c["deny_message"])
@@ -109,8 +115,11 @@ func TestConfirmerAnswersSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ready map[string]any
-	json.NewDecoder(resp.Body).Decode(&ready)
+	err = json.NewDecoder(resp.Body).Decode(&ready)
 	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("readyz: %v", err)
+	}
 	if resp.StatusCode != 200 || ready["snapshotDigest"] != snap.Digest {
 		t.Fatalf("readyz %d %v", resp.StatusCode, ready)
 	}
@@ -124,7 +133,9 @@ func TestConfirmerAnswersSessions(t *testing.T) {
 		t.Fatalf("guard: %s", body)
 	}
 
-	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case err := <-exited:
 		if err != nil {
@@ -172,8 +183,8 @@ func (s *syncBuffer) String() string {
 }
 
 func TestInsecureNoAuthNeedsLoopback(t *testing.T) {
-	out, err := exec.Command(bin, "--listen", ":0", "--insecure-no-auth", "--snapshot", "/nonexistent").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "--insecure-no-auth is refused") {
+	out, err := testutil.Run(t, "", bin, "--listen", ":0", "--insecure-no-auth", "--snapshot", "/nonexistent")
+	if err == nil || !strings.Contains(out, "--insecure-no-auth is refused") {
 		t.Fatalf("want a refusal, got %v: %s", err, out)
 	}
 }

@@ -24,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/intutic/gate-operator/internal/confirm/anthropictest"
+	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
@@ -59,8 +59,12 @@ func run() error {
 		return err
 	}
 	data, _ := snap.Encode()
-	os.WriteFile(filepath.Join(dir, gate.SnapshotFileName), data, 0o644)
-	os.WriteFile(filepath.Join(dir, "key"), []byte(key), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, gate.SnapshotFileName), data, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "key"), []byte(key), 0o600); err != nil {
+		return err
+	}
 	addr, err := freeAddr()
 	if err != nil {
 		return err
@@ -75,7 +79,11 @@ func run() error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	defer func() {
+		// Stopping the confirmer at the end of the run: it is killed, so Wait's error says so.
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
 	if err := waitHTTP("http://" + addr + "/readyz"); err != nil {
 		return err
 	}
@@ -179,7 +187,8 @@ func loadGuard(url string) (float64, time.Duration) {
 				if err != nil {
 					continue
 				}
-				io.Copy(io.Discard, resp.Body)
+				// Drained so the connection is reused; a failed read only costs a new connection.
+				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				mine = append(mine, time.Since(start))
 			}

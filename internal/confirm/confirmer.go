@@ -2,8 +2,6 @@ package confirm
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,17 +10,13 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/intutic/gate-operator/internal/anthropic"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
-// Decider is the gate as the confirmer uses it.
-type Decider interface {
-	Decide(*gate.Call) gate.Decision
-}
-
 // Confirmer answers the pending tool calls of Managed Agents sessions through the gate.
 type Confirmer struct {
-	Client *Client
+	Client *anthropic.Client
 	Gate   Decider
 	// Deadline is how long an Ask verdict waits for a human before the call is denied.
 	Deadline time.Duration
@@ -78,8 +72,8 @@ func (c *Confirmer) AnswerSession(ctx context.Context, sessionID string) (Outcom
 	st.mu.Lock()
 	defer st.mu.Unlock()
 
-	events, err := c.Client.ListEvents(ctx, sessionID, ListEventsParams{
-		Types: []string{TypeToolUse, TypeMCPToolUse, TypeToolConfirmation},
+	events, err := c.Client.ListEvents(ctx, sessionID, anthropic.ListEventsParams{
+		Types: []string{anthropic.TypeToolUse, anthropic.TypeMCPToolUse, anthropic.TypeToolConfirmation},
 		Limit: 1000,
 	})
 	if err != nil {
@@ -87,7 +81,7 @@ func (c *Confirmer) AnswerSession(ctx context.Context, sessionID string) (Outcom
 		return Outcome{}, err
 	}
 	for _, e := range events {
-		if e.Type == TypeToolConfirmation {
+		if e.Type == anthropic.TypeToolConfirmation {
 			st.answered[e.ToolUseID] = true
 		}
 	}
@@ -112,20 +106,20 @@ func (c *Confirmer) AnswerSession(ctx context.Context, sessionID string) (Outcom
 // AnswerEvent handles one event seen on the stream: a pending tool use is answered at once,
 // a confirmation is remembered. It reports whether the event needs a full pass instead: a
 // requires-action idle naming a call this replica has not seen.
-func (c *Confirmer) AnswerEvent(ctx context.Context, sessionID string, e Event) (needList bool, out Outcome, err error) {
+func (c *Confirmer) AnswerEvent(ctx context.Context, sessionID string, e anthropic.Event) (needList bool, out Outcome, err error) {
 	st := c.state(sessionID)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	switch e.Type {
-	case TypeToolConfirmation:
+	case anthropic.TypeToolConfirmation:
 		st.answered[e.ToolUseID] = true
 		delete(st.deadlines, e.ToolUseID)
-	case TypeToolUse, TypeMCPToolUse:
+	case anthropic.TypeToolUse, anthropic.TypeMCPToolUse:
 		var ok bool
 		if ok, err = c.consider(ctx, sessionID, st, e); ok {
 			out.Confirmed = 1
 		}
-	case TypeStatusIdle:
+	case anthropic.TypeStatusIdle:
 		if e.StopReason != nil && e.StopReason.Type == "requires_action" {
 			for _, id := range e.StopReason.EventIDs {
 				if _, held := st.deadlines[id]; !st.answered[id] && !held {
@@ -143,8 +137,8 @@ func (c *Confirmer) AnswerEvent(ctx context.Context, sessionID string, e Event) 
 
 // consider answers e if it is a pending tool use not answered yet, and reports whether this
 // call confirmed it; st.mu is held.
-func (c *Confirmer) consider(ctx context.Context, sessionID string, st *sessionState, e Event) (bool, error) {
-	if (e.Type != TypeToolUse && e.Type != TypeMCPToolUse) || st.answered[e.ID] || !pendingPermission(e.EvaluatedPermission) {
+func (c *Confirmer) consider(ctx context.Context, sessionID string, st *sessionState, e anthropic.Event) (bool, error) {
+	if (e.Type != anthropic.TypeToolUse && e.Type != anthropic.TypeMCPToolUse) || st.answered[e.ID] || !pendingPermission(e.EvaluatedPermission) {
 		return false, nil
 	}
 	if deadline, held := st.deadlines[e.ID]; held && c.now().Before(deadline) {
@@ -221,7 +215,7 @@ func (c *Confirmer) countAPIError(err error) {
 		return
 	}
 	status := 0
-	var ae *APIError
+	var ae *anthropic.APIError
 	if errors.As(err, &ae) {
 		status = ae.Status
 	}
@@ -236,20 +230,20 @@ func (c *Confirmer) countConfirmation(result string) {
 
 // answer decides one pending call and sends its confirmation, or holds an Ask until the
 // deadline, measured from the call's processed_at so a restart does not extend it.
-func (c *Confirmer) answer(ctx context.Context, sessionID string, e Event) (confirmed bool, deadline time.Time, err error) {
+func (c *Confirmer) answer(ctx context.Context, sessionID string, e anthropic.Event) (confirmed bool, deadline time.Time, err error) {
 	call := &gate.Call{Tool: e.Name, Server: e.MCPServerName, Surface: gate.SurfaceManagedAgents, Session: sessionID}
-	d, rec := decideRaw(c.Gate, c.Metrics, c.Log, call, e.Input, "toolUseId", e.ID)
+	d, rec := DecideRaw(c.Gate, c.Metrics, c.Log, call, e.Input, "toolUseId", e.ID)
 	if c.Audit != nil {
 		rec.ToolUseID = e.ID
 		c.Audit(rec)
 	}
 
-	var conf ToolConfirmation
+	var conf anthropic.ToolConfirmation
 	switch d.Verdict {
 	case gate.Allow:
-		conf = Confirm(e.ID, true, "")
+		conf = anthropic.Confirm(e.ID, true, "")
 	case gate.Block:
-		conf = Confirm(e.ID, false, d.Message)
+		conf = anthropic.Confirm(e.ID, false, d.Message)
 	default: // Ask: a human answers in the meantime, or the deadline denies
 		deadline = c.now().Add(c.Deadline)
 		if e.ProcessedAt != nil {
@@ -260,11 +254,11 @@ func (c *Confirmer) answer(ctx context.Context, sessionID string, e Event) (conf
 		if c.now().Before(deadline) {
 			return false, deadline, nil
 		}
-		conf = Confirm(e.ID, false, fmt.Sprintf("%sno human approved this call within %s (%s)", gate.RefusalPrefix, c.Deadline, d.Reason))
+		conf = anthropic.Confirm(e.ID, false, fmt.Sprintf("%sno human approved this call within %s (%s)", gate.RefusalPrefix, c.Deadline, d.Reason))
 	}
 	if err := c.Client.SendEvents(ctx, sessionID, conf); err != nil {
 		c.countAPIError(err)
-		if IsFatal4xx(err) && c.alreadyAnswered(ctx, sessionID, e.ID) {
+		if anthropic.IsFatal4xx(err) && c.alreadyAnswered(ctx, sessionID, e.ID) {
 			// Another replica or a human answered first: the call is done.
 			c.countConfirmation("already_answered")
 			return true, time.Time{}, nil
@@ -279,7 +273,7 @@ func (c *Confirmer) answer(ctx context.Context, sessionID string, e Event) (conf
 
 // alreadyAnswered re-lists the session's confirmations and reports whether one names the call.
 func (c *Confirmer) alreadyAnswered(ctx context.Context, sessionID, toolUseID string) bool {
-	evs, err := c.Client.ListEvents(ctx, sessionID, ListEventsParams{Types: []string{TypeToolConfirmation}, Limit: 1000})
+	evs, err := c.Client.ListEvents(ctx, sessionID, anthropic.ListEventsParams{Types: []string{anthropic.TypeToolConfirmation}, Limit: 1000})
 	if err != nil {
 		return false
 	}
@@ -296,57 +290,4 @@ func (c *Confirmer) now() time.Time {
 		return c.Now()
 	}
 	return time.Now()
-}
-
-// AuditRecord is what the audit log keeps of a decision: never the input, only its size and
-// hash. The reason comes from the rule (or the gate's own refusal), not from the input.
-type AuditRecord struct {
-	IncidentID, Surface, Tool, Verdict, Rule, Code, Reason, SnapshotDigest, Session, ToolUseID string
-	InputBytes                                                                                 int
-	InputSHA256                                                                                string
-}
-
-// auditOf builds the audit record of a decision from the call and its raw input.
-func auditOf(d gate.Decision, c *gate.Call, rawInput []byte) AuditRecord {
-	sum := sha256.Sum256(rawInput)
-	return AuditRecord{
-		IncidentID: d.IncidentID, Surface: c.Surface, Tool: gate.CanonicalToolName(c.Tool, c.Server),
-		Verdict: string(d.Verdict), Rule: d.Rule, Code: d.Code, Reason: d.Reason, SnapshotDigest: d.SnapshotDigest,
-		Session: c.Session, InputBytes: len(rawInput), InputSHA256: hex.EncodeToString(sum[:]),
-	}
-}
-
-// decideRaw renders a call's input from its JSON encoding (gate.RenderRawInput) and decides
-// the call. Input that does not decode is refused with input_invalid without consulting the
-// gate, and is counted and audited like any other decision.
-func decideRaw(g Decider, m *Metrics, log logr.Logger, c *gate.Call, rawInput []byte, extra ...any) (gate.Decision, AuditRecord) {
-	input, err := gate.RenderRawInput(rawInput)
-	if err != nil {
-		return decide(refused(gate.Refuse(gate.CodeInputInvalid, err.Error())), m, log, c, rawInput, extra...)
-	}
-	c.Input = input
-	return decide(g, m, log, c, rawInput, extra...)
-}
-
-// refused is a Decider that answers every call with one refusal.
-type refused gate.Decision
-
-func (r refused) Decide(*gate.Call) gate.Decision { return gate.Decision(r) }
-
-// decide runs the gate for one call on any surface, counts it, and writes its audit line.
-// rawInput is the input as it arrived: hashed and measured, never logged. extra are further
-// key/value pairs for the audit line (the tool-use id, the caller).
-func decide(g Decider, m *Metrics, log logr.Logger, c *gate.Call, rawInput []byte, extra ...any) (gate.Decision, AuditRecord) {
-	start := time.Now()
-	d := g.Decide(c)
-	if m != nil {
-		m.DecisionLatency.WithLabelValues(c.Surface).Observe(time.Since(start).Seconds())
-		m.Decisions.WithLabelValues(c.Surface, string(d.Verdict)).Inc()
-	}
-	rec := auditOf(d, c, rawInput)
-	kv := append([]any{"incidentId", rec.IncidentID, "surface", rec.Surface, "tool", rec.Tool, "verdict", rec.Verdict,
-		"rule", rec.Rule, "code", rec.Code, "reason", rec.Reason, "snapshotDigest", rec.SnapshotDigest, "session", rec.Session,
-		"inputBytes", rec.InputBytes, "inputSha256", rec.InputSHA256}, extra...)
-	log.Info("decision", kv...)
-	return d, rec
 }

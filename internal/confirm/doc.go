@@ -1,6 +1,16 @@
-// Package confirm talks to the Anthropic Managed Agents Sessions API and answers the tool
-// confirmations of its sessions through the gate. This file set holds the wire layer: the
-// HTTP client with the SDK's headers, query encoding, pagination and retry policy, the SSE
-// reader, and the Standard Webhooks verifier, each exactly as specs/managed-agents-wire.md
-// describes.
+// Package confirm answers the tool confirmations of Anthropic Managed Agents sessions through
+// the gate, and holds what every surface of the confirmer binary shares:
+//
+//   - the Confirmer (confirmer.go): which tool uses are pending, answering each exactly once,
+//     Ask verdicts held for a human until their deadline;
+//   - the loops that trigger it: the Watcher (watch.go: discover, stream, reconnect, poll)
+//     and the Queue of sessions named by webhooks (queue.go);
+//   - Decide and DecideRaw (decide.go): the one place a decision is timed, counted and
+//     audited, on every surface;
+//   - the Reloader (reload.go), which keeps the gate on the mounted policy snapshot;
+//   - the Prometheus metrics of decisions, confirmations and reloads (metrics.go).
+//
+// It speaks to the Sessions API only through internal/anthropic, and serves nothing over
+// HTTP: the gate HTTP API and the webhook receiver are internal/gateapi, which imports this
+// package. cmd/confirmer wires the two.
 package confirm

@@ -6,8 +6,8 @@ import (
 	"go.uber.org/goleak"
 )
 
-// The package starts goroutines (stream readers, watchers, queue workers): none may outlive
-// its test.
+// The package starts goroutines (watchers, stream timers, queue workers, the reloader): none
+// may outlive its test.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }

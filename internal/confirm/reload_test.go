@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 // kubeletVolume lays out a ConfigMap volume as kubelet does: the key is a symlink to
@@ -67,13 +68,18 @@ func TestReloaderFollowsTheSymlinkSwap(t *testing.T) {
 		t.Fatalf("%v %s", err, r.Digest())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("reloader: %v", err)
+		}
+	}()
 
 	second, secondDigest := snapshotBytes(t, "second")
 	vol.publish(t, gate.SnapshotFileName, second)
-	waitFor(t, func() bool { return r.Digest() == secondDigest })
+	testutil.WaitFor(t, func() bool { return r.Digest() == secondDigest })
 	if d := g.Decide(&gate.Call{Tool: "bash", Input: map[string]any{}}); d.Reason != "second" {
 		t.Fatalf("decision %+v", d)
 	}

@@ -2,9 +2,10 @@ package confirm
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
+
+	"github.com/intutic/gate-operator/internal/anthropic"
 )
 
 // Reconnect backoff of a session stream: from 0.5 s, doubling to 10 s, reset by any event.
@@ -63,7 +64,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 func (w *Watcher) discover(ctx context.Context) {
 	log := w.Confirmer.Log
 	for _, agent := range w.AgentIDs {
-		sessions, err := w.Confirmer.Client.ListSessions(ctx, ListSessionsParams{AgentID: agent, Statuses: []string{"running", "idle", "rescheduling"}, Limit: 100})
+		sessions, err := w.Confirmer.Client.ListSessions(ctx, anthropic.ListSessionsParams{AgentID: agent, Statuses: []string{"running", "idle", "rescheduling"}, Limit: 100})
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Error(err, "listing sessions", "agent", agent)
@@ -119,7 +120,7 @@ func (w *Watcher) watch(ctx context.Context, id string) {
 		if ended || ctx.Err() != nil {
 			return
 		}
-		if IsFatal4xx(err) {
+		if anthropic.IsFatal4xx(err) {
 			log.Error(err, "stopping the watch of the session")
 			return
 		}
@@ -130,7 +131,7 @@ func (w *Watcher) watch(ctx context.Context, id string) {
 		if w.OnReconnect != nil {
 			w.OnReconnect()
 		}
-		if sleepCtx(ctx, backoff) != nil {
+		if sleep(ctx, backoff) != nil {
 			return
 		}
 		backoff = min(2*backoff, maxReconnect)
@@ -224,9 +225,9 @@ func (w *Watcher) streamOnce(ctx context.Context, id string) (ended, gotEvent bo
 		}
 		gotEvent = true
 		switch ev.Type {
-		case TypeStatusTerminated, TypeDeleted:
+		case anthropic.TypeStatusTerminated, anthropic.TypeDeleted:
 			return true, true, nil
-		case TypeToolUse, TypeMCPToolUse, TypeStatusIdle, TypeToolConfirmation:
+		case anthropic.TypeToolUse, anthropic.TypeMCPToolUse, anthropic.TypeStatusIdle, anthropic.TypeToolConfirmation:
 			actx, cancel := detached(ctx)
 			needList, out, err := w.Confirmer.AnswerEvent(actx, id, ev)
 			cancel()
@@ -256,63 +257,14 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// Queue feeds sessions to be answered (from webhooks) to a bounded set of workers; a session
-// already queued is not queued twice.
-type Queue struct {
-	Confirmer *Confirmer
-
-	ch     chan string
-	mu     sync.Mutex
-	queued map[string]bool
-}
-
-// NewQueue returns a queue holding at most size sessions.
-func NewQueue(c *Confirmer, size int) *Queue {
-	return &Queue{Confirmer: c, ch: make(chan string, size), queued: map[string]bool{}}
-}
-
-// ErrQueueFull is returned when the queue cannot take another session.
-var ErrQueueFull = errors.New("the answering queue is full")
-
-// Add queues a session; it never blocks.
-func (q *Queue) Add(id string) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.queued[id] {
-		return nil
-	}
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
-	case q.ch <- id:
-		q.queued[id] = true
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
 		return nil
-	default:
-		return ErrQueueFull
 	}
-}
-
-// Run answers queued sessions with n workers until ctx ends; in-flight answers finish.
-func (q *Queue) Run(ctx context.Context, n int) {
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case id := <-q.ch:
-					q.mu.Lock()
-					delete(q.queued, id)
-					q.mu.Unlock()
-					actx, cancel := detached(ctx)
-					if _, err := q.Confirmer.AnswerSession(actx, id); err != nil {
-						q.Confirmer.Log.Error(err, "answering session from webhook", "session", id)
-					}
-					cancel()
-				}
-			}
-		}()
-	}
-	wg.Wait()
 }

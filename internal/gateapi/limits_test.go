@@ -1,4 +1,4 @@
-package confirm
+package gateapi
 
 import (
 	"errors"
@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/intutic/gate-operator/internal/anthropic"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 // serve runs the API's own server (as cmd/confirmer does) on a loopback port.
@@ -21,9 +24,14 @@ func serve(t *testing.T, a *API, o ServerOptions) string {
 		t.Fatal(err)
 	}
 	srv := a.NewServer(l.Addr().String(), o)
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Serve(l) }()
-	t.Cleanup(func() { srv.Close(); <-done })
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+	})
 	return l.Addr().String()
 }
 
@@ -41,7 +49,7 @@ func stall(t *testing.T, addr, path string) net.Conn {
 }
 
 func limitsAPI(t *testing.T) *API {
-	wh, err := NewWebhookVerifier(secret)
+	wh, err := anthropic.NewWebhookVerifier(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +64,9 @@ func TestStalledBodyIsCut(t *testing.T) {
 	for _, path := range []string{"/v1/webhooks/anthropic", "/v1/guard"} {
 		t.Run(path, func(t *testing.T) {
 			conn := stall(t, addr, path)
-			conn.SetReadDeadline(time.Now().Add(15 * time.Second)) // generous: the timeout is 300 ms
+			if err := conn.SetReadDeadline(time.Now().Add(15 * time.Second)); err != nil { // generous: the timeout is 300 ms
+				t.Fatal(err)
+			}
 			got, err := io.ReadAll(conn)
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -93,11 +103,11 @@ func TestWebhookBodiesInFlightAreCapped(t *testing.T) {
 		t.Fatalf("a bad signature with room to spare: %d", got)
 	}
 	stalled := []net.Conn{stall(t, addr, "/v1/webhooks/anthropic"), stall(t, addr, "/v1/webhooks/anthropic")}
-	waitFor(t, func() bool { return post() == http.StatusServiceUnavailable })
+	testutil.WaitFor(t, func() bool { return post() == http.StatusServiceUnavailable })
 	for _, c := range stalled {
 		c.Close()
 	}
-	waitFor(t, func() bool { return post() == http.StatusUnauthorized })
+	testutil.WaitFor(t, func() bool { return post() == http.StatusUnauthorized })
 }
 
 // TestWebhookBodyIsBounded: a webhook body past the limit is refused without being kept.

@@ -1,4 +1,4 @@
-package confirm
+package anthropic
 
 import (
 	"crypto/hmac"

@@ -1,4 +1,4 @@
-package confirm
+package anthropic
 
 import (
 	"bufio"
@@ -72,16 +72,16 @@ func splitSSELines(data []byte, atEOF bool) (int, []byte, error) {
 // next returns the next complete message, or io.EOF.
 func (r *sseReader) next() (sseMessage, error) {
 	var (
-		event   string
-		hasName bool
-		data    bytes.Buffer
-		dataN   int
-		any     bool
+		event    string
+		hasName  bool
+		data     bytes.Buffer
+		dataN    int
+		hasField bool
 	)
 	for r.sc.Scan() {
 		line := bytes.TrimPrefix(r.sc.Bytes(), []byte("\xef\xbb\xbf"))
 		if len(line) == 0 {
-			if !any {
+			if !hasField {
 				continue
 			}
 			return sseMessage{event: eventName(event, hasName), data: data.String()}, nil
@@ -93,7 +93,7 @@ func (r *sseReader) next() (sseMessage, error) {
 		value = bytes.TrimPrefix(value, []byte(" "))
 		switch string(field) {
 		case "event":
-			event, hasName, any = string(value), true, true
+			event, hasName, hasField = string(value), true, true
 		case "data":
 			if dataN > 0 {
 				data.WriteByte('\n')
@@ -103,7 +103,7 @@ func (r *sseReader) next() (sseMessage, error) {
 			}
 			data.Write(value)
 			dataN++
-			any = true
+			hasField = true
 		}
 	}
 	if err := r.sc.Err(); err != nil {
@@ -112,7 +112,7 @@ func (r *sseReader) next() (sseMessage, error) {
 		}
 		return sseMessage{}, err
 	}
-	if any {
+	if hasField {
 		return sseMessage{event: eventName(event, hasName), data: data.String()}, nil
 	}
 	return sseMessage{}, io.EOF
@@ -199,7 +199,7 @@ func (i *idleReader) Read(p []byte) (int, error) {
 // stream silent for idleTimeout (pings count as traffic) is dropped and Next returns
 // ErrStreamIdle, so the caller reconnects and re-lists.
 func (c *Client) StreamEvents(ctx context.Context, sessionID string, idleTimeout time.Duration) (*Stream, error) {
-	seg, err := pathSegment("session_id", sessionID)
+	seg, err := sessionSegment(sessionID)
 	if err != nil {
 		return nil, err
 	}

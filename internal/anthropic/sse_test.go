@@ -1,4 +1,4 @@
-package confirm
+package anthropic
 
 import (
 	"context"
@@ -85,7 +85,10 @@ func streamServer(t *testing.T, body string, hold bool) *Client {
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, body)
+		if _, err := io.WriteString(w, body); err != nil {
+			t.Errorf("writing the stream: %v", err)
+			return
+		}
 		w.(http.Flusher).Flush()
 		if hold {
 			<-r.Context().Done()
@@ -93,7 +96,9 @@ func streamServer(t *testing.T, body string, hold bool) *Client {
 	}))
 	t.Cleanup(srv.Close)
 	key := filepath.Join(t.TempDir(), "k")
-	os.WriteFile(key, []byte("k"), 0o600)
+	if err := os.WriteFile(key, []byte("k"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	c, err := NewClient(ClientOptions{BaseURL: srv.URL, APIKeyFile: key})
 	if err != nil {
 		t.Fatal(err)

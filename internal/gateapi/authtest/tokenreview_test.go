@@ -3,7 +3,6 @@
 package authtest
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,15 +18,15 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/intutic/gate-operator/internal/apiservertest"
-	"github.com/intutic/gate-operator/internal/confirm"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gateapi"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 func TestTokenReviewAuthentication(t *testing.T) {
 	cfg := apiservertest.Start(t, false)
 	cs := kubernetes.NewForConfigOrDie(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testutil.Context(t, time.Minute)
 
 	token := func(ns, name string) string {
 		t.Helper()
@@ -51,7 +50,7 @@ func TestTokenReviewAuthentication(t *testing.T) {
 	if err := g.Load(data); err != nil {
 		t.Fatal(err)
 	}
-	api := &confirm.API{Gate: g, Log: logr.Discard(), Auth: &confirm.Authenticator{
+	api := &gateapi.API{Gate: g, Log: logr.Discard(), Auth: &gateapi.Authenticator{
 		Reviewer: cs.AuthenticationV1().TokenReviews(),
 		Allowed:  []string{"agents/orchestrator"},
 	}}

@@ -1,4 +1,4 @@
-package confirm
+package anthropic
 
 import (
 	"context"
@@ -81,7 +81,7 @@ const maxPages = 10000
 
 // ListEvents lists a session's events across all pages.
 func (c *Client) ListEvents(ctx context.Context, sessionID string, p ListEventsParams) ([]Event, error) {
-	seg, err := pathSegment("session_id", sessionID)
+	seg, err := sessionSegment(sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (c *Client) SendEvents(ctx context.Context, sessionID string, events ...any
 	if len(events) == 0 {
 		return errEmpty
 	}
-	seg, err := pathSegment("session_id", sessionID)
+	seg, err := sessionSegment(sessionID)
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func (c *Client) ListSessions(ctx context.Context, p ListSessionsParams) ([]Sess
 
 // GetSession fetches one session.
 func (c *Client) GetSession(ctx context.Context, sessionID string) (*Session, error) {
-	seg, err := pathSegment("session_id", sessionID)
+	seg, err := sessionSegment(sessionID)
 	if err != nil {
 		return nil, err
 	}

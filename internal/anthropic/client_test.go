@@ -1,4 +1,4 @@
-package confirm
+package anthropic
 
 import (
 	"context"
@@ -39,7 +39,8 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(status)
-	io.WriteString(w, out)
+	// The tests assert what the client makes of the response, where a failed write shows.
+	_, _ = io.WriteString(w, out)
 }
 
 func newTestClient(t *testing.T, rec *recorder, opts ClientOptions) (*Client, *[]time.Duration) {
@@ -55,7 +56,7 @@ func newTestClient(t *testing.T, rec *recorder, opts ClientOptions) (*Client, *[
 	opts.BaseURL = srv.URL
 	opts.APIKeyFile = keyPath
 	opts.now = func() time.Time { return clock }
-	opts.sleep = func(_ context.Context, d time.Duration) error {
+	opts.Sleep = func(_ context.Context, d time.Duration) error {
 		slept = append(slept, d)
 		clock = clock.Add(d)
 		return nil
@@ -267,7 +268,9 @@ func TestAPIKeyReread(t *testing.T) {
 	}
 	// A Secret volume update: the file is replaced with a new key.
 	next := filepath.Join(filepath.Dir(c.key.path), "api-key.new")
-	os.WriteFile(next, []byte("sk-ant-rotated-key-42"), 0o600)
+	if err := os.WriteFile(next, []byte("sk-ant-rotated-key-42"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Rename(next, c.key.path); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +280,9 @@ func TestAPIKeyReread(t *testing.T) {
 	if got := rec.requests[1].Header.Get("Authorization"); got != "Bearer sk-ant-rotated-key-42" {
 		t.Fatalf("after rotation: %q", got)
 	}
-	os.WriteFile(c.key.path, nil, 0o600)
+	if err := os.WriteFile(c.key.path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.GetSession(ctx, "s"); err == nil || strings.Contains(err.Error(), "rotated") {
 		t.Fatalf("an empty key file must fail without echoing the old key: %v", err)
 	}

@@ -1,4 +1,4 @@
-package confirm
+package gateapi
 
 import (
 	"context"
@@ -107,12 +107,16 @@ func TestTokenReviewFlood(t *testing.T) {
 		// still trusted until its own TTL ends.
 		clk.Step(DefaultAuthNegativeCacheTTL + time.Second)
 		flood().Wait()
-		authenticate(a, "legit")
+		if sa, err := authenticate(a, "legit"); err != nil || sa != "agents/orchestrator" {
+			t.Fatalf("legitimate caller after the negative TTL: %q %v", sa, err)
+		}
 		if got, total := rev.counts(); total != 2*distinct+1 || got["legit"] != 1 {
 			t.Fatalf("after the negative TTL: %v", got)
 		}
 		clk.Step(DefaultAuthCacheTTL)
-		authenticate(a, "legit")
+		if sa, err := authenticate(a, "legit"); err != nil || sa != "agents/orchestrator" {
+			t.Fatalf("legitimate caller after the TTL: %q %v", sa, err)
+		}
 		if got, _ := rev.counts(); got["legit"] != 2 {
 			t.Fatalf("after the TTL: %v", got)
 		}

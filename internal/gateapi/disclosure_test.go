@@ -1,4 +1,4 @@
-package confirm
+package gateapi
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package confirm
+package gateapi
 
 import (
 	"bytes"
@@ -12,14 +12,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/intutic/gate-operator/internal/confirm/anthropictest"
+	"github.com/intutic/gate-operator/internal/anthropic"
+	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
+	"github.com/intutic/gate-operator/internal/confirm"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
@@ -40,7 +41,7 @@ func (f fakeReviewer) Create(_ context.Context, tr *authenticationv1.TokenReview
 
 type apiFixture struct {
 	srv     *httptest.Server
-	metrics *Metrics
+	metrics *confirm.Metrics
 	fake    *anthropictest.Server
 }
 
@@ -48,12 +49,14 @@ func newAPI(t *testing.T, g *gate.Gate) *apiFixture {
 	t.Helper()
 	dir := t.TempDir()
 	settings := filepath.Join(dir, "harness-settings.json")
-	os.WriteFile(settings, []byte(`{"permissionMode":"allow-edits","inactiveTools":["bash"],"networkPolicy":{"mode":"deny-all"}}`), 0o644)
+	if err := os.WriteFile(settings, []byte(`{"permissionMode":"allow-edits","inactiveTools":["bash"],"networkPolicy":{"mode":"deny-all"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
+	m := confirm.NewMetrics(reg)
 	fake := newFake(t)
 	c := newConfirmer(t, fake)
-	wh, err := NewWebhookVerifier(secret)
+	wh, err := anthropic.NewWebhookVerifier(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +68,7 @@ func newAPI(t *testing.T, g *gate.Gate) *apiFixture {
 			"user-token":         "alice",
 		}, Allowed: []string{"agents/orchestrator", "tools/*"}},
 		Webhook:         wh,
-		Queue:           NewQueue(c, 4),
+		Queue:           confirm.NewQueue(c, 4),
 		HarnessSettings: settings,
 		Metrics:         m,
 		Gatherer:        reg,
@@ -255,43 +258,6 @@ func TestProbesAndSettings(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(raw), `gate_decisions_total{surface="api",verdict="Allow"} 1`) {
 		t.Fatalf("metrics lack the decision counter:\n%s", raw)
-	}
-}
-
-func TestWebhookEndpoint(t *testing.T) {
-	f := newAPI(t, testGate(t))
-	f.fake.AddSession("sesn_wh", "agent_1", anthropictest.ToolUse{Name: "read", Permission: "ask"})
-	post := func(id, body, sig string, ts int64) int {
-		req, _ := http.NewRequest("POST", f.srv.URL+"/v1/webhooks/anthropic", strings.NewReader(body))
-		req.Header = headers(id, ts, sig)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	now := time.Now().Unix()
-	body := `{"id":"wevt_1","created_at":"2026-12-01T00:00:00Z","type":"event","data":{"id":"sesn_wh","organization_id":"o","workspace_id":"w","type":"session.requires_action"}}`
-	if got := post("msg_1", body, "v1,Zm9yZ2Vk", now); got != 401 {
-		t.Fatalf("bad signature: %d", got)
-	}
-	if got := post("msg_2", "not json", signV1(rawKey, "msg_2", now, "not json"), now); got != 400 {
-		t.Fatalf("bad body: %d", got)
-	}
-	if got := post("msg_3", body, signV1(rawKey, "msg_3", now, body), now); got != 202 {
-		t.Fatalf("requires_action: %d", got)
-	}
-	if got := post("msg_3", body, signV1(rawKey, "msg_3", now, body), now); got != 200 {
-		t.Fatalf("replay: %d", got)
-	}
-	other := `{"id":"wevt_2","created_at":"2026-12-01T00:00:00Z","type":"event","data":{"id":"sesn_wh","type":"session.running"}}`
-	if got := post("msg_4", other, signV1(rawKey, "msg_4", now, other), now); got != 200 {
-		t.Fatalf("another event type: %d", got)
-	}
-	// Nothing was acted on yet: the queue's workers are not running in this test.
-	if n := len(f.fake.Confirmations("sesn_wh")); n != 0 {
-		t.Fatalf("%d confirmations before the queue ran", n)
 	}
 }
 

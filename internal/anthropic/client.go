@@ -1,4 +1,4 @@
-package confirm
+package anthropic
 
 import (
 	"bytes"
@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,12 +23,8 @@ const (
 	BetaManaged      = "managed-agents-2026-04-01"
 )
 
-// Retry defaults: the SDK's 2 retries (3 attempts), bounded in time as well.
-const (
-	DefaultMaxRetries      = 2
-	DefaultMaxRetryElapsed = 30 * time.Second
-	maxResponseBody        = 32 << 20
-)
+// maxResponseBody bounds a response body that is read whole (lists, confirmations).
+const maxResponseBody = 32 << 20
 
 // ClientOptions configure a Client.
 type ClientOptions struct {
@@ -48,8 +42,10 @@ type ClientOptions struct {
 	MaxRetryElapsed time.Duration
 	// UserAgent identifies the caller.
 	UserAgent string
-	// sleep, now and jitter are replaced by tests.
-	sleep  func(context.Context, time.Duration) error
+	// Sleep waits out the delay before a retry and returns early with ctx's error; a timer
+	// when nil. Tests of the packages above pass one that returns at once.
+	Sleep func(context.Context, time.Duration) error
+	// now and jitter are replaced by this package's tests.
 	now    func() time.Time
 	jitter func() float64
 }
@@ -86,7 +82,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 		userAgent:  o.UserAgent,
 		maxRetries: o.MaxRetries,
 		maxElapsed: o.MaxRetryElapsed,
-		sleep:      o.sleep,
+		sleep:      o.Sleep,
 		now:        o.now,
 		jitter:     o.jitter,
 	}
@@ -158,70 +154,6 @@ func (k *keyFile) get() (string, error) {
 	return v, nil
 }
 
-// query is an ordered query string; arrays are written key[]=v, one pair per element, and
-// everything but A-Z a-z 0-9 - . _ ~ is percent-encoded with uppercase hex (specs §1.5).
-type query []queryPair
-
-type queryPair struct{ key, value string }
-
-func (q query) add(key, value string) query { return append(q, queryPair{key, value}) }
-
-func (q query) addAll(key string, values []string) query {
-	for _, v := range values {
-		q = append(q, queryPair{key + "[]", v})
-	}
-	return q
-}
-
-// with returns q with key set to value: replaced in place when present, else appended.
-func (q query) with(key, value string) query {
-	out := append(query{}, q...)
-	for i := range out {
-		if out[i].key == key {
-			out[i].value = value
-			return out
-		}
-	}
-	return append(out, queryPair{key, value})
-}
-
-func (q query) encode() string {
-	var b strings.Builder
-	for i, p := range q {
-		if i > 0 {
-			b.WriteByte('&')
-		}
-		b.WriteString(rfc3986(p.key))
-		b.WriteByte('=')
-		b.WriteString(rfc3986(p.value))
-	}
-	return b.String()
-}
-
-func rfc3986(s string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&15])
-	}
-	return b.String()
-}
-
-// pathSegment encodes a path parameter; empty, "." and ".." are refused (specs §1.1).
-func pathSegment(name, v string) (string, error) {
-	if v == "" || v == "." || v == ".." {
-		return "", fmt.Errorf("%s %q is not a valid path parameter", name, v)
-	}
-	return url.PathEscape(v), nil
-}
-
 func (c *Client) endpoint(path string, q query) string {
 	u := *c.base
 	u.Path = strings.TrimSuffix(u.Path, "/") + path
@@ -259,101 +191,6 @@ func (c *Client) newRequest(ctx context.Context, method, target string, body []b
 		req.Header.Set("anthropic-workspace-id", c.workspace)
 	}
 	return req, nil
-}
-
-// send performs a call with the retry policy: connection errors, 408, 409, 429 and 5xx are
-// retried (x-should-retry overrides), waiting retry-after-ms, retry-after or the jittered
-// default backoff, up to maxRetries times and maxElapsed in all. It returns the response of
-// a 2xx, with its body still to read, or the last error.
-func (c *Client) send(ctx context.Context, method, target string, body []byte) (*http.Response, error) {
-	start := c.now()
-	for attempt := 0; ; attempt++ {
-		req, err := c.newRequest(ctx, method, target, body)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := c.http.Do(req)
-		var delay time.Duration
-		var lastErr error
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			lastErr = &ConnectionError{Op: method + " " + req.URL.Path, Err: err}
-			delay = c.backoff(attempt)
-		} else if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-			return resp, nil
-		} else {
-			raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-			resp.Body.Close()
-			lastErr = parseAPIError(resp.StatusCode, resp.Header, raw)
-			if !shouldRetry(resp) {
-				return nil, lastErr
-			}
-			delay = retryAfter(resp.Header)
-			if delay <= 0 {
-				delay = c.backoff(attempt)
-			}
-		}
-		if attempt >= c.maxRetries || c.now().Sub(start)+delay > c.maxElapsed {
-			return nil, lastErr
-		}
-		if err := c.sleep(ctx, delay); err != nil {
-			return nil, err
-		}
-	}
-}
-
-func shouldRetry(resp *http.Response) bool {
-	switch resp.Header.Get("x-should-retry") {
-	case "true":
-		return true
-	case "false":
-		return false
-	}
-	return retryableStatus(resp.StatusCode)
-}
-
-// retryAfter reads retry-after-ms (float milliseconds), else retry-after (float seconds or an
-// HTTP date); a value outside (0, 2^31-1 ms] is ignored.
-func retryAfter(h http.Header) time.Duration {
-	const maxMs = math.MaxInt32
-	if v := h.Get("retry-after-ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms <= maxMs {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	if v := h.Get("retry-after"); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil {
-			if s > 0 && s*1000 <= maxMs {
-				return time.Duration(s * float64(time.Second))
-			}
-			return 0
-		}
-		if t, err := http.ParseTime(v); err == nil {
-			if d := time.Until(t); d > 0 && d <= maxMs*time.Millisecond {
-				return d
-			}
-		}
-	}
-	return 0
-}
-
-// backoff is the SDK's default: min(0.5 s × 2^n, 8 s) × (1 − jitter·0.25).
-func (c *Client) backoff(retries int) time.Duration {
-	d := min(500*time.Millisecond<<min(retries, 10), 8*time.Second)
-	return time.Duration(float64(d) * (1 - c.jitter()*0.25))
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // getJSON performs a GET and decodes the 2xx body into out.

@@ -1,0 +1,217 @@
+// Package confirmerconfig is the configuration of the confirmer binary, defined once: the
+// flags cmd/confirmer parses and the arguments the SessionConfirmer controller writes into the
+// confirmer's Deployment (which the demo also runs as a local process) come from one table of
+// fields, so the two cannot drift apart.
+//
+// It holds no behaviour of the confirmer; internal/confirm and internal/gateapi take their
+// settings from cmd/confirmer, not from here.
+package confirmerconfig
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/intutic/gate-operator/internal/anthropic"
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+// Config is the confirmer's configuration, one field per flag. A zero field stands for the
+// flag's default: Args leaves it out, so parsing fills in the default.
+type Config struct {
+	Listen                  string
+	Snapshot                string
+	HarnessSettings         string
+	AnthropicBaseURL        string
+	AnthropicAPIKeyFile     string
+	Workspace               string
+	AnthropicWorkspaceID    string
+	AgentIDs                []string
+	PollInterval            time.Duration
+	HumanApprovalDeadline   time.Duration
+	AllowedServiceAccounts  []string
+	WebhookSigningKeyFile   string
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	LeaderElectionID        string
+	LeaderElectionIdentity  string
+	StreamIdleTimeout       time.Duration
+	MaxStreams              int
+	WebhookWorkers          int
+	WebhookQueue            int
+	ShutdownGrace           time.Duration
+	InsecureNoAuth          bool
+	Kubeconfig              string
+}
+
+// Defaults is the configuration of a confirmer started without flags.
+func Defaults() Config {
+	return Config{
+		Listen:                ":8080",
+		Snapshot:              "/opt/intutic/hooks/" + gate.SnapshotFileName,
+		AnthropicBaseURL:      anthropic.DefaultBaseURL,
+		PollInterval:          10 * time.Second,
+		HumanApprovalDeadline: 15 * time.Minute,
+		LeaderElectionID:      "gate-confirmer",
+		StreamIdleTimeout:     90 * time.Second,
+		MaxStreams:            256,
+		WebhookWorkers:        4,
+		WebhookQueue:          1024,
+		ShutdownGrace:         25 * time.Second,
+	}
+}
+
+// field is one flag: its name, its help, and a pointer into a Config (*string, *bool, *int,
+// *time.Duration or *[]string, the last written comma-separated).
+type field struct {
+	name, usage string
+	ptr         any
+}
+
+// fields is the one table of the flags, in the order Args renders them.
+func (c *Config) fields() []field {
+	return []field{
+		{"listen", "address of the gate HTTP API, webhook receiver, probes and metrics", &c.Listen},
+		{"snapshot", "policy snapshot file (from the policy's bootstrap ConfigMap)", &c.Snapshot},
+		{"harness-settings", "harness-settings.json to serve (default: beside the snapshot)", &c.HarnessSettings},
+		{"anthropic-base-url", "base URL of the Anthropic API", &c.AnthropicBaseURL},
+		{"anthropic-api-key-file", "file holding the Anthropic API key (re-read when it changes)", &c.AnthropicAPIKeyFile},
+		{"workspace", "refuse snapshots of any other workspace", &c.Workspace},
+		{"anthropic-workspace-id", "anthropic-workspace-id header, when the key spans workspaces", &c.AnthropicWorkspaceID},
+		{"agent-ids", "comma-separated agent ids whose sessions are watched", &c.AgentIDs},
+		{"poll-interval", "how often sessions are listed and polled", &c.PollInterval},
+		{"human-approval-deadline", "how long an Ask verdict waits for a human before the call is denied", &c.HumanApprovalDeadline},
+		{"allowed-service-accounts", "comma-separated namespace/name or namespace/* allowed to call the gate API", &c.AllowedServiceAccounts},
+		{"webhook-signing-key-file", "file holding the Standard Webhooks signing key (whsec_...); empty disables the receiver", &c.WebhookSigningKeyFile},
+		{"leader-elect", "run the watch loop only on the replica holding a Lease", &c.LeaderElect},
+		{"leader-election-namespace", "namespace of the Lease (default: the pod's namespace)", &c.LeaderElectionNamespace},
+		{"leader-election-id", "name of the Lease", &c.LeaderElectionID},
+		{"leader-election-identity", "this replica's identity in the Lease (default: the host name, which is the pod name)", &c.LeaderElectionIdentity},
+		{"stream-idle-timeout", "drop and reopen a session stream silent for this long", &c.StreamIdleTimeout},
+		{"max-streams", "concurrent session streams; other sessions are polled", &c.MaxStreams},
+		{"webhook-workers", "workers answering sessions named by webhooks", &c.WebhookWorkers},
+		{"webhook-queue", "sessions the webhook queue holds", &c.WebhookQueue},
+		{"shutdown-grace", "time given to in-flight requests and confirmations on shutdown", &c.ShutdownGrace},
+		{"insecure-no-auth", "development only: serve the gate API without authentication; refused unless --listen is a loopback address", &c.InsecureNoAuth},
+		{"kubeconfig", "kubeconfig for TokenReview and leader election (default: in-cluster)", &c.Kubeconfig},
+	}
+}
+
+// Args renders c as the confirmer's command-line arguments, --name=value (a true bool as
+// --name), in the table's order, leaving out zero fields.
+func (c Config) Args() []string {
+	var args []string
+	for _, f := range c.fields() {
+		var v string
+		switch p := f.ptr.(type) {
+		case *string:
+			v = *p
+		case *[]string:
+			v = strings.Join(*p, ",")
+		case *time.Duration:
+			if *p != 0 {
+				v = p.String()
+			}
+		case *int:
+			if *p != 0 {
+				v = strconv.Itoa(*p)
+			}
+		case *bool:
+			if *p {
+				args = append(args, "--"+f.name)
+			}
+			continue
+		}
+		if v != "" {
+			args = append(args, "--"+f.name+"="+v)
+		}
+	}
+	return args
+}
+
+// RegisterFlags defines the flags on fs, each defaulting to c's value and parsed into c.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	for _, f := range c.fields() {
+		switch p := f.ptr.(type) {
+		case *string:
+			fs.StringVar(p, f.name, *p, f.usage)
+		case *[]string:
+			fs.Var(listValue{p}, f.name, f.usage)
+		case *time.Duration:
+			fs.DurationVar(p, f.name, *p, f.usage)
+		case *int:
+			fs.IntVar(p, f.name, *p, f.usage)
+		case *bool:
+			fs.BoolVar(p, f.name, *p, f.usage)
+		default:
+			panic(fmt.Sprintf("confirmerconfig: flag %s has an unsupported type %T", f.name, f.ptr))
+		}
+	}
+}
+
+// Parse parses args into a Config that starts from Defaults, and validates it.
+func Parse(fs *flag.FlagSet, args []string) (Config, error) {
+	c := Defaults()
+	c.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Validate checks what the flags require of each other; each error names the flag at fault.
+// The syntax of --allowed-service-accounts is checked where it is used
+// (gateapi.ValidateAllowList).
+func (c Config) Validate() error {
+	if c.AnthropicAPIKeyFile == "" && len(c.AgentIDs) > 0 {
+		return errors.New("--anthropic-api-key-file is required to watch sessions")
+	}
+	if c.InsecureNoAuth && !loopback(c.Listen) {
+		return fmt.Errorf("--insecure-no-auth is refused: --listen %q is not a loopback address", c.Listen)
+	}
+	if c.WebhookSigningKeyFile != "" && c.AnthropicAPIKeyFile == "" {
+		return errors.New("--webhook-signing-key-file needs --anthropic-api-key-file")
+	}
+	return nil
+}
+
+// loopback reports whether a listen address binds only to a loopback interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// listValue is a comma-separated list flag; blanks around and between items are dropped.
+type listValue struct{ p *[]string }
+
+func (l listValue) String() string {
+	if l.p == nil {
+		return ""
+	}
+	return strings.Join(*l.p, ",")
+}
+
+func (l listValue) Set(s string) error {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	*l.p = out
+	return nil
+}

@@ -1,0 +1,115 @@
+package confirmerconfig
+
+import (
+	"flag"
+	"io"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func parse(t *testing.T, args []string) Config {
+	t.Helper()
+	fs := flag.NewFlagSet("confirmer", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c, err := Parse(fs, args)
+	if err != nil {
+		t.Fatalf("parsing %q: %v", args, err)
+	}
+	return c
+}
+
+// full sets every field to a value other than its zero and its default.
+func full() Config {
+	return Config{
+		Listen:                  "127.0.0.1:9090",
+		Snapshot:                "/etc/gate/bootstrap/policy-snapshot.rules",
+		HarnessSettings:         "/etc/gate/bootstrap/harness-settings.json",
+		AnthropicBaseURL:        "https://anthropic.example.org",
+		AnthropicAPIKeyFile:     "/etc/gate/anthropic/api-key",
+		Workspace:               "ws_123",
+		AnthropicWorkspaceID:    "wrkspc_1",
+		AgentIDs:                []string{"agent_1", "agent_2"},
+		PollInterval:            3 * time.Second,
+		HumanApprovalDeadline:   90 * time.Minute,
+		AllowedServiceAccounts:  []string{"agents/orchestrator", "tools/*"},
+		WebhookSigningKeyFile:   "/etc/gate/webhook/signing-key",
+		LeaderElect:             true,
+		LeaderElectionNamespace: "agents",
+		LeaderElectionID:        "coding-agents-confirmer",
+		LeaderElectionIdentity:  "pod-1",
+		StreamIdleTimeout:       45 * time.Second,
+		MaxStreams:              16,
+		WebhookWorkers:          2,
+		WebhookQueue:            64,
+		ShutdownGrace:           5 * time.Second,
+		InsecureNoAuth:          true,
+		Kubeconfig:              "/home/me/.kube/config",
+	}
+}
+
+// TestArgsRoundTrip: a Config rendered as arguments parses back into the same Config, with
+// every field set, with the defaults, and from zero (which stands for the defaults).
+func TestArgsRoundTrip(t *testing.T) {
+	c, d := full(), Defaults()
+	v, dv := reflect.ValueOf(c), reflect.ValueOf(d)
+	for i := range v.NumField() {
+		if name := v.Type().Field(i).Name; v.Field(i).IsZero() || reflect.DeepEqual(v.Field(i).Interface(), dv.Field(i).Interface()) {
+			t.Fatalf("full() leaves %s at its zero or default value: the round trip would not cover it", name)
+		}
+	}
+	if got := parse(t, c.Args()); !reflect.DeepEqual(got, c) {
+		t.Errorf("every field set:\nargs %q\nparsed %+v\nwant   %+v", c.Args(), got, c)
+	}
+	if got := parse(t, d.Args()); !reflect.DeepEqual(got, d) {
+		t.Errorf("defaults:\nargs %q\nparsed %+v\nwant   %+v", d.Args(), got, d)
+	}
+	if args := (Config{}).Args(); len(args) != 0 {
+		t.Errorf("a zero Config renders %q, want nothing", args)
+	}
+	if got := parse(t, nil); !reflect.DeepEqual(got, d) {
+		t.Errorf("no arguments: %+v, want the defaults %+v", got, d)
+	}
+}
+
+// TestArgsForm pins the form of the arguments: the SessionConfirmer's Deployment carries them,
+// and the demo and the e2e rewrite --listen= and the mount paths in them.
+func TestArgsForm(t *testing.T) {
+	got := full().Args()
+	want := []string{
+		"--listen=127.0.0.1:9090", "--snapshot=/etc/gate/bootstrap/policy-snapshot.rules",
+		"--harness-settings=/etc/gate/bootstrap/harness-settings.json", "--anthropic-base-url=https://anthropic.example.org",
+		"--anthropic-api-key-file=/etc/gate/anthropic/api-key", "--workspace=ws_123", "--anthropic-workspace-id=wrkspc_1",
+		"--agent-ids=agent_1,agent_2", "--poll-interval=3s", "--human-approval-deadline=1h30m0s",
+		"--allowed-service-accounts=agents/orchestrator,tools/*", "--webhook-signing-key-file=/etc/gate/webhook/signing-key",
+		"--leader-elect", "--leader-election-namespace=agents", "--leader-election-id=coding-agents-confirmer",
+		"--leader-election-identity=pod-1", "--stream-idle-timeout=45s", "--max-streams=16", "--webhook-workers=2",
+		"--webhook-queue=64", "--shutdown-grace=5s", "--insecure-no-auth", "--kubeconfig=/home/me/.kube/config",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("args\n%q\nwant\n%q", got, want)
+	}
+	// The space-separated form the tests and benchmarks use parses the same way.
+	if c := parse(t, []string{"--listen", "127.0.0.1:1", "--agent-ids", " a, ,b ", "--anthropic-api-key-file", "k"}); !slices.Equal(c.AgentIDs, []string{"a", "b"}) {
+		t.Fatalf("agent ids %q", c.AgentIDs)
+	}
+}
+
+// TestValidateNamesTheFlag: every refusal names the flag at fault.
+func TestValidateNamesTheFlag(t *testing.T) {
+	for want, args := range map[string][]string{
+		"--anthropic-api-key-file":   {"--agent-ids=agent_1"},
+		"--insecure-no-auth":         {"--listen=:8080", "--insecure-no-auth"},
+		"--webhook-signing-key-file": {"--webhook-signing-key-file=/k"},
+		"poll-interval":              {"--poll-interval=often"},
+		"max-streams":                {"--max-streams=many"},
+	} {
+		fs := flag.NewFlagSet("confirmer", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		if _, err := Parse(fs, args); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error naming %s", args, err, want)
+		}
+	}
+}

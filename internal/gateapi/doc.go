@@ -1,0 +1,12 @@
+// Package gateapi serves the gate over HTTP from the confirmer binary: POST /v1/guard, the
+// harness approvals and workflow needs-approval responders (harness.go, in the wire shapes of
+// specs/harness-workflow-wire.md), GET /v1/harness/settings, the Managed Agents webhook
+// receiver (webhook.go), and /healthz, /readyz and /metrics. Callers authenticate with a
+// ServiceAccount token checked by TokenReview against an allow-list (auth.go); every request
+// is bounded in size and time (limits.go).
+//
+// It decides nothing itself: every call goes through internal/confirm's Decide, which times,
+// counts and audits it, and a webhook only queues its session on confirm's Queue; webhook
+// signatures are verified by internal/anthropic. authtest checks the authentication against a
+// real kube-apiserver.
+package gateapi

@@ -1,0 +1,220 @@
+package gateapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/intutic/gate-operator/internal/anthropic"
+	"github.com/intutic/gate-operator/internal/confirm"
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+// API serves the gate over HTTP to harness and workflow code, and receives Managed Agents
+// webhooks. Every route but the probes, metrics and the webhook needs an authenticated caller,
+// unless Auth is nil (the --insecure-no-auth development mode, loopback only).
+type API struct {
+	Gate            *gate.Gate
+	Reloader        *confirm.Reloader
+	Auth            *Authenticator
+	Webhook         *anthropic.WebhookVerifier // nil: no webhook receiver
+	Queue           *confirm.Queue
+	HarnessSettings string // path of harness-settings.json
+	Metrics         *confirm.Metrics
+	Gatherer        prometheus.Gatherer
+	Log             logr.Logger
+	// MaxWebhookBodies bounds the webhook bodies being read at once; beyond it the route
+	// answers 503 with Retry-After. Default DefaultMaxWebhookBodies.
+	MaxWebhookBodies int
+}
+
+// NewServer is the HTTP server of the API on addr, with o's bounds on slow and idle clients.
+func (a *API) NewServer(addr string, o ServerOptions) *http.Server {
+	def := DefaultServerOptions
+	return &http.Server{
+		Addr:              addr,
+		Handler:           a.Handler(),
+		ReadHeaderTimeout: orDefault(o.ReadHeaderTimeout, def.ReadHeaderTimeout),
+		ReadTimeout:       orDefault(o.ReadTimeout, def.ReadTimeout),
+		WriteTimeout:      orDefault(o.WriteTimeout, def.WriteTimeout),
+		IdleTimeout:       orDefault(o.IdleTimeout, def.IdleTimeout),
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+}
+
+// Handler returns the routes.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n")) // a failed write means the prober left; there is no one to tell
+	})
+	mux.HandleFunc("GET /readyz", a.readyz)
+	if a.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(a.Gatherer, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("POST /v1/guard", a.authed(a.guard))
+	mux.HandleFunc("POST /v1/harness/approvals", a.authed(a.harnessApprovals))
+	mux.HandleFunc("POST /v1/workflow/needs-approval", a.authed(a.needsApproval))
+	mux.HandleFunc("GET /v1/harness/settings", a.authed(a.harnessSettings))
+	n := a.MaxWebhookBodies
+	if n <= 0 {
+		n = DefaultMaxWebhookBodies
+	}
+	slots := make(chan struct{}, n) // one per webhook body being read
+	mux.HandleFunc("POST /v1/webhooks/anthropic", func(w http.ResponseWriter, r *http.Request) { a.webhook(w, r, slots) })
+	return mux
+}
+
+func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
+	if _, err := a.Gate.Policy(); err != nil {
+		// The probe is unauthenticated: the code says why, the Reloader's log says where.
+		reason := gate.CodeSnapshotMissing
+		var se *gate.SnapshotError
+		if errors.As(err, &se) {
+			reason = se.Code
+		}
+		writeJSONStatus(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": reason})
+		return
+	}
+	digest := ""
+	if a.Reloader != nil {
+		digest = a.Reloader.Digest()
+	}
+	writeJSONStatus(w, http.StatusOK, map[string]any{"ready": true, "snapshotDigest": digest})
+}
+
+// requestLog is the logger for one request: the one its context carries, else the API's,
+// with the request's method, path and peer.
+func (a *API) requestLog(r *http.Request) logr.Logger {
+	log, err := logr.FromContext(r.Context())
+	if err != nil {
+		log = a.Log
+	}
+	return log.WithValues("method", r.Method, "path", r.URL.Path, "remoteAddr", r.RemoteAddr)
+}
+
+func (a *API) authed(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		caller := "insecure-no-auth"
+		if a.Auth != nil {
+			sa, err := a.Auth.Authenticate(r)
+			if err != nil {
+				status, msg := authStatus(err), err.Error()
+				if status == http.StatusServiceUnavailable {
+					// The review failed on our side: its detail (the API server's URL, the
+					// dial error) is for the log, not for a caller not yet authenticated.
+					a.requestLog(r).Error(err, "the caller's token could not be reviewed")
+					msg = "the token could not be reviewed; retry later"
+				}
+				writeError(w, status, msg)
+				return
+			}
+			caller = sa
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
+		h(w, r, caller)
+	}
+}
+
+// writeJSONStatus answers with status and v as JSON. v is encoded before the status is sent,
+// so a value that cannot be encoded (a bug here, not the caller's) is a 500, not a truncated 200.
+func writeJSONStatus(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status, body = http.StatusInternalServerError, []byte(`{"error":"the response could not be encoded"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	// The status is sent; a failed write means the client left, and there is no one to tell.
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// writeError answers with status and the API's error body, {"error": msg}.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSONStatus(w, status, map[string]any{"error": msg})
+}
+
+func badRequest(w http.ResponseWriter, err error) {
+	writeError(w, http.StatusBadRequest, err.Error())
+}
+
+// decide runs the gate for one API call; rawInput is the input as the caller sent it.
+func (a *API) decide(c *gate.Call, caller string, rawInput []byte) gate.Decision {
+	d, _ := confirm.Decide(a.Gate, a.Metrics, a.Log, c, rawInput, "caller", caller)
+	return publicDecision(d)
+}
+
+// gateFailureReasons are what callers are told of the gate's own failures. The reasons the
+// gate gives carry file paths, file-system errors and panic values; those stay in the audit
+// line written for the decision (same incident ID).
+var gateFailureReasons = map[string]string{
+	gate.CodeSnapshotMissing:    "no policy snapshot is loaded",
+	gate.CodeSnapshotCorrupt:    "the policy snapshot cannot be read",
+	gate.CodeSnapshotUnverified: "the policy snapshot does not verify",
+	gate.CodeGateCrashed:        "the gate failed while evaluating the call",
+}
+
+// publicDecision is d as an API caller may see it: the verdict and code of a gate failure
+// with a generic reason, every other decision as it is.
+func publicDecision(d gate.Decision) gate.Decision {
+	if reason, ok := gateFailureReasons[d.Code]; ok && d.Rule == "" {
+		d.Reason, d.Message = reason, gate.RefusalPrefix+reason
+	}
+	return d
+}
+
+// guardRequest is POST /v1/guard.
+type guardRequest struct {
+	Tool    string          `json:"tool"`
+	Server  string          `json:"server,omitempty"`
+	Input   json.RawMessage `json:"input,omitempty"`
+	Surface string          `json:"surface,omitempty"`
+	Session string          `json:"session,omitempty"`
+}
+
+func (a *API) guard(w http.ResponseWriter, r *http.Request, caller string) {
+	var req guardRequest
+	if err := decodeStrict(r, &req); err != nil {
+		badRequest(w, err)
+		return
+	}
+	if req.Tool == "" {
+		badRequest(w, errors.New("tool is required"))
+		return
+	}
+	switch req.Surface {
+	case "":
+		req.Surface = gate.SurfaceAPI
+	case gate.SurfaceHook, gate.SurfaceHarness, gate.SurfaceWorkflow, gate.SurfaceManagedAgents, gate.SurfaceAPI:
+	default:
+		badRequest(w, fmt.Errorf("surface %q is not hook, harness, workflow, managed-agents or api", req.Surface))
+		return
+	}
+	input, err := gate.RenderRawInput(req.Input)
+	if err != nil {
+		badRequest(w, fmt.Errorf("input is not JSON: %w", err))
+		return
+	}
+	d := a.decide(&gate.Call{Tool: req.Tool, Server: req.Server, Input: input, Surface: req.Surface, Session: req.Session}, caller, req.Input)
+	writeJSONStatus(w, http.StatusOK, d)
+}
+
+func (a *API) harnessSettings(w http.ResponseWriter, _ *http.Request, _ string) {
+	data, err := os.ReadFile(a.HarnessSettings)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "the harness settings are not available")
+		return
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "the harness settings are not valid JSON")
+		return
+	}
+	writeJSONStatus(w, http.StatusOK, v)
+}
