@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
-	"strings"
+	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +28,7 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/confirmerconfig"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
@@ -57,56 +58,36 @@ func confirmerSelector(sc *gatev1.SessionConfirmer) map[string]string {
 	return map[string]string{gatev1.LabelConfirmer: sc.Name, "app.kubernetes.io/name": "gate-confirmer"}
 }
 
-func confirmerOwner(sc *gatev1.SessionConfirmer) *metav1ac.OwnerReferenceApplyConfiguration {
-	return metav1ac.OwnerReference().
-		WithAPIVersion(gatev1.GroupVersion.String()).
-		WithKind("SessionConfirmer").
-		WithName(sc.Name).
-		WithUID(sc.UID).
-		WithController(true).
-		WithBlockOwnerDeletion(true)
-}
-
-// confirmerArgs configures the confirmer exactly as the spec says; the demo runs the same
-// arguments as a local process.
+// confirmerArgs configures the confirmer exactly as the spec says, through the one definition
+// of its flags (confirmerconfig); the demo runs the same arguments as a local process.
 func confirmerArgs(sc *gatev1.SessionConfirmer, p *gatev1.HarnessAgentPolicy, mountDir string, replicas int32) []string {
 	a := sc.Spec.Anthropic
-	args := []string{
-		fmt.Sprintf("--listen=:%d", confirmerPort),
-		"--snapshot=" + path.Join(mountDir, gate.SnapshotFileName),
-		"--harness-settings=" + path.Join(mountDir, bootstrap.KeyHarnessSettings),
-		"--anthropic-base-url=" + a.BaseURL,
-		"--anthropic-api-key-file=" + path.Join(anthropicMountDir, a.APIKeySecretRef.Key),
-	}
-	if p.Spec.WorkspaceID != "" {
-		args = append(args, "--workspace="+p.Spec.WorkspaceID)
-	}
-	if a.WorkspaceID != "" {
-		args = append(args, "--anthropic-workspace-id="+a.WorkspaceID)
-	}
-	if len(sc.Spec.Sessions.AgentIDs) > 0 {
-		args = append(args, "--agent-ids="+joinIDs(sc.Spec.Sessions.AgentIDs))
+	c := confirmerconfig.Config{
+		Listen:               fmt.Sprintf(":%d", confirmerPort),
+		Snapshot:             path.Join(mountDir, gate.SnapshotFileName),
+		HarnessSettings:      path.Join(mountDir, bootstrap.KeyHarnessSettings),
+		AnthropicBaseURL:     a.BaseURL,
+		AnthropicAPIKeyFile:  path.Join(anthropicMountDir, a.APIKeySecretRef.Key),
+		Workspace:            p.Spec.WorkspaceID,
+		AnthropicWorkspaceID: a.WorkspaceID,
+		AgentIDs:             sc.Spec.Sessions.AgentIDs,
 	}
 	if d := sc.Spec.Sessions.PollInterval; d != nil {
-		args = append(args, "--poll-interval="+d.Duration.String())
+		c.PollInterval = d.Duration
 	}
 	if d := sc.Spec.HumanApproval.Deadline; d != nil {
-		args = append(args, "--human-approval-deadline="+d.Duration.String())
+		c.HumanApprovalDeadline = d.Duration
 	}
-	var allowed []string
 	for _, s := range sc.Spec.GateAPI.AllowedServiceAccounts {
-		allowed = append(allowed, string(s))
-	}
-	if len(allowed) > 0 {
-		args = append(args, "--allowed-service-accounts="+strings.Join(allowed, ","))
+		c.AllowedServiceAccounts = append(c.AllowedServiceAccounts, string(s))
 	}
 	if w := sc.Spec.Webhook; w != nil {
-		args = append(args, "--webhook-signing-key-file="+path.Join(webhookMountDir, w.SigningKeySecretRef.Key))
+		c.WebhookSigningKeyFile = path.Join(webhookMountDir, w.SigningKeySecretRef.Key)
 	}
 	if replicas > 1 {
-		args = append(args, "--leader-elect", "--leader-election-namespace="+sc.Namespace, "--leader-election-id="+confirmerName(sc))
+		c.LeaderElect, c.LeaderElectionNamespace, c.LeaderElectionID = true, sc.Namespace, confirmerName(sc)
 	}
-	return args
+	return c.Args()
 }
 
 func (r *SessionConfirmerReconciler) desiredDeployment(sc *gatev1.SessionConfirmer, p *gatev1.HarnessAgentPolicy) *appsv1ac.DeploymentApplyConfiguration {
@@ -171,7 +152,7 @@ func (r *SessionConfirmerReconciler) desiredDeployment(sc *gatev1.SessionConfirm
 		WithVolumes(volumes...)
 	return appsv1ac.Deployment(name, sc.Namespace).
 		WithLabels(confirmerLabels(sc)).
-		WithOwnerReferences(confirmerOwner(sc)).
+		WithOwnerReferences(controllerReference(sc, "SessionConfirmer")).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(replicas).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(confirmerSelector(sc))).
@@ -215,18 +196,18 @@ func (r *SessionConfirmerReconciler) applyConfirmer(ctx context.Context, sc *gat
 		desired runtime.ApplyConfiguration
 		live    client.Object
 	}{
-		{corev1ac.ServiceAccount(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(confirmerOwner(sc)), &corev1.ServiceAccount{}},
-		{rbacv1ac.Role(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(confirmerOwner(sc)).
+		{corev1ac.ServiceAccount(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(controllerReference(sc, "SessionConfirmer")), &corev1.ServiceAccount{}},
+		{rbacv1ac.Role(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(controllerReference(sc, "SessionConfirmer")).
 			// Only its own Lease: create cannot be limited by name (the name is not known
 			// when it is authorized), get and update can.
 			WithRules(
 				rbacv1ac.PolicyRule().WithAPIGroups("coordination.k8s.io").WithResources("leases").WithVerbs("create"),
 				rbacv1ac.PolicyRule().WithAPIGroups("coordination.k8s.io").WithResources("leases").WithVerbs("get", "update").WithResourceNames(confirmerName(sc)),
 			), &rbacv1.Role{}},
-		{rbacv1ac.RoleBinding(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(confirmerOwner(sc)).
+		{rbacv1ac.RoleBinding(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(controllerReference(sc, "SessionConfirmer")).
 			WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
 			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(sc.Namespace)), &rbacv1.RoleBinding{}},
-		{corev1ac.Service(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(confirmerOwner(sc)).
+		{corev1ac.Service(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(controllerReference(sc, "SessionConfirmer")).
 			WithSpec(corev1ac.ServiceSpec().WithSelector(confirmerSelector(sc)).
 				WithPorts(corev1ac.ServicePort().WithName("http").WithPort(confirmerPort).WithTargetPort(intstr.FromString("http")).WithProtocol(corev1.ProtocolTCP))), &corev1.Service{}},
 		{r.desiredDeployment(sc, o.policy), &appsv1.Deployment{}},
@@ -235,7 +216,7 @@ func (r *SessionConfirmerReconciler) applyConfirmer(ctx context.Context, sc *gat
 		children = append(children, struct {
 			desired runtime.ApplyConfiguration
 			live    client.Object
-		}{policyv1ac.PodDisruptionBudget(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(confirmerOwner(sc)).
+		}{policyv1ac.PodDisruptionBudget(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(controllerReference(sc, "SessionConfirmer")).
 			WithSpec(policyv1ac.PodDisruptionBudgetSpec().WithMinAvailable(intstr.FromInt32(1)).
 				WithSelector(metav1ac.LabelSelector().WithMatchLabels(confirmerSelector(sc)))), &policyv1.PodDisruptionBudget{}})
 	} else if o.pdb != nil && metav1.IsControlledBy(o.pdb, sc) {
@@ -246,11 +227,21 @@ func (r *SessionConfirmerReconciler) applyConfirmer(ctx context.Context, sc *gat
 	}
 	for _, c := range children {
 		if err := r.applyIfChanged(ctx, c.desired, c.live, types.NamespacedName{Namespace: sc.Namespace, Name: name}); err != nil {
-			return err
+			return &childError{child: reflect.TypeOf(c.live).Elem().Name() + " " + name, err: err}
 		}
 	}
 	return nil
 }
+
+// childError names the child whose apply failed, for the status; the message is the API
+// server's.
+type childError struct {
+	child string
+	err   error
+}
+
+func (e *childError) Error() string { return e.child + ": " + e.err.Error() }
+func (e *childError) Unwrap() error { return e.err }
 
 // applyIfChanged server-side applies desired unless the live object already carries every
 // field it sets (DeepDerivative: fields the desired object leaves unset, such as server

@@ -15,66 +15,51 @@ import (
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 )
 
-// Condition reasons of SessionConfirmer.
-const (
-	ReasonPolicyResolved    = "PolicyResolved"
-	ReasonPolicyNotFound    = "PolicyNotFound"
-	ReasonPolicyNotReady    = "PolicyNotReady"
-	ReasonSecretMissing     = "SecretMissing"
-	ReasonDeploymentPending = "DeploymentPending"
-	ReasonAvailable         = "Available"
-	ReasonUnavailable       = "Unavailable"
-)
+// confirmerConditions derives the conditions of a reconcile: the policy it answers with, the
+// Deployment that answers, and Ready from both.
+func confirmerConditions(sc *gatev1.SessionConfirmer, o *confirmerObserved, applied confirmerApplied) []metav1.Condition {
+	policy, available := policyResolvedCondition(sc, o), availableCondition(sc, o, applied)
+	return []metav1.Condition{readyCondition(sc, "the confirmer is answering with a Ready policy", policy, available), policy, available}
+}
 
-func confirmerConditions(sc *gatev1.SessionConfirmer, o *confirmerObserved, deployed bool) []metav1.Condition {
-	gen := sc.Generation
-	cond := func(t string, ok bool, reason, msg string) metav1.Condition {
-		s := metav1.ConditionFalse
-		if ok {
-			s = metav1.ConditionTrue
-		}
-		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen}
-	}
+func policyResolvedCondition(sc *gatev1.SessionConfirmer, o *confirmerObserved) metav1.Condition {
 	ref := sc.Spec.PolicyRef.Name
-	var policy, available metav1.Condition
+	cond := func(ok bool, reason, msg string) metav1.Condition {
+		return newCondition(sc, gatev1.ConditionPolicyResolved, ok, reason, msg)
+	}
 	switch {
 	case o.policy == nil:
-		policy = cond(gatev1.ConditionPolicyResolved, false, ReasonPolicyNotFound,
+		return cond(false, gatev1.ReasonPolicyNotFound,
 			fmt.Sprintf("HarnessAgentPolicy %s does not exist in namespace %s; create it or fix spec.policyRef.name", ref, sc.Namespace))
 	case !meta.IsStatusConditionTrue(o.policy.Status.Conditions, gatev1.ConditionReady):
 		msg := "it has no Ready condition yet"
 		if c := meta.FindStatusCondition(o.policy.Status.Conditions, gatev1.ConditionReady); c != nil {
 			msg = c.Reason + ": " + c.Message
 		}
-		policy = cond(gatev1.ConditionPolicyResolved, false, ReasonPolicyNotReady, fmt.Sprintf("HarnessAgentPolicy %s is not Ready: %s", ref, msg))
-	default:
-		policy = cond(gatev1.ConditionPolicyResolved, true, ReasonPolicyResolved, fmt.Sprintf("HarnessAgentPolicy %s is Ready", ref))
+		return cond(false, gatev1.ReasonPolicyNotReady, fmt.Sprintf("HarnessAgentPolicy %s is not Ready: %s", ref, msg))
+	}
+	return cond(true, gatev1.ReasonPolicyResolved, fmt.Sprintf("HarnessAgentPolicy %s is Ready", ref))
+}
+
+func availableCondition(sc *gatev1.SessionConfirmer, o *confirmerObserved, applied confirmerApplied) metav1.Condition {
+	cond := func(ok bool, reason, msg string) metav1.Condition {
+		return newCondition(sc, gatev1.ConditionAvailable, ok, reason, msg)
 	}
 	switch {
 	case len(o.missingSecrets) > 0:
-		available = cond(gatev1.ConditionAvailable, false, ReasonSecretMissing,
+		return cond(false, gatev1.ReasonSecretMissing,
 			fmt.Sprintf("Secret key %s does not exist or is empty; the confirmer is not deployed until it does", strings.Join(o.missingSecrets, ", ")))
-	case !deployed || o.deployment == nil:
-		available = cond(gatev1.ConditionAvailable, false, ReasonDeploymentPending, fmt.Sprintf("Deployment %s is being created", confirmerName(sc)))
-	default:
-		if c := deploymentCondition(o.deployment, appsv1.DeploymentAvailable); c != nil && c.Status == corev1.ConditionTrue {
-			available = cond(gatev1.ConditionAvailable, true, ReasonAvailable, fmt.Sprintf("Deployment %s has %d ready replicas", o.deployment.Name, o.deployment.Status.ReadyReplicas))
-		} else {
-			msg := "the Deployment reports no Available condition yet"
-			if c != nil {
-				msg = c.Reason + ": " + c.Message
-			}
-			available = cond(gatev1.ConditionAvailable, false, ReasonUnavailable, fmt.Sprintf("Deployment %s is not available: %s", confirmerName(sc), msg))
-		}
+	case applied.err != nil:
+		return cond(false, gatev1.ReasonApplyFailed, fmt.Sprintf("applying %v (the API server refused it; the children in force stay)", applied.err))
+	case !applied.deployed || o.deployment == nil:
+		return cond(false, gatev1.ReasonDeploymentPending, fmt.Sprintf("Deployment %s is being created", confirmerName(sc)))
 	}
-	ready := cond(gatev1.ConditionReady, true, ReasonReady, "the confirmer is answering with a Ready policy")
-	for _, c := range []metav1.Condition{policy, available} {
-		if c.Status != metav1.ConditionTrue {
-			ready = cond(gatev1.ConditionReady, false, c.Reason, c.Type+": "+c.Message)
-			break
-		}
+	if c := deploymentCondition(o.deployment, appsv1.DeploymentAvailable); c != nil && c.Status == corev1.ConditionTrue {
+		return cond(true, gatev1.ReasonAvailable, fmt.Sprintf("Deployment %s has %d ready replicas", o.deployment.Name, o.deployment.Status.ReadyReplicas))
+	} else if c != nil {
+		return cond(false, gatev1.ReasonUnavailable, fmt.Sprintf("Deployment %s is not available: %s: %s", confirmerName(sc), c.Reason, c.Message))
 	}
-	return []metav1.Condition{ready, policy, available}
+	return cond(false, gatev1.ReasonUnavailable, fmt.Sprintf("Deployment %s is not available: the Deployment reports no Available condition yet", confirmerName(sc)))
 }
 
 func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
@@ -86,10 +71,20 @@ func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType)
 	return nil
 }
 
-func (r *SessionConfirmerReconciler) writeConfirmerStatus(ctx context.Context, sc *gatev1.SessionConfirmer, o *confirmerObserved, deployed bool) error {
+// writeConfirmerStatus writes the status once, and only when it changed. o is nil when the
+// reconcile could not gather what it needs (reconcileErr says why): Ready says so, and the
+// rest of the status stays as it was.
+func (r *SessionConfirmerReconciler) writeConfirmerStatus(ctx context.Context, sc *gatev1.SessionConfirmer, o *confirmerObserved, applied confirmerApplied, reconcileErr error) error {
 	next := sc.Status.DeepCopy()
+	if o == nil {
+		if reconcileErr == nil {
+			return nil
+		}
+		meta.SetStatusCondition(&next.Conditions, reconcileFailed(sc, reconcileErr))
+		return r.patchConfirmerStatus(ctx, sc, next)
+	}
 	next.ObservedGeneration = sc.Generation
-	for _, c := range confirmerConditions(sc, o, deployed) {
+	for _, c := range confirmerConditions(sc, o, applied) {
 		meta.SetStatusCondition(&next.Conditions, c)
 	}
 	next.ReadyReplicas = 0
@@ -97,13 +92,17 @@ func (r *SessionConfirmerReconciler) writeConfirmerStatus(ctx context.Context, s
 		next.ReadyReplicas = o.deployment.Status.ReadyReplicas
 	}
 	next.ServiceURL = ""
-	if deployed {
+	if applied.deployed {
 		next.ServiceURL = fmt.Sprintf("http://%s.%s.svc:%d", confirmerName(sc), sc.Namespace, confirmerPort)
 	}
 	next.SnapshotDigest = ""
 	if o.policy != nil {
 		next.SnapshotDigest = o.policy.Status.SnapshotDigest
 	}
+	return r.patchConfirmerStatus(ctx, sc, next)
+}
+
+func (r *SessionConfirmerReconciler) patchConfirmerStatus(ctx context.Context, sc *gatev1.SessionConfirmer, next *gatev1.SessionConfirmerStatus) error {
 	if equality.Semantic.DeepEqual(&sc.Status, next) {
 		return nil
 	}

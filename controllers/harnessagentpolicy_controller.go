@@ -24,14 +24,14 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
-	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/egress"
 )
 
-// +kubebuilder:rbac:groups=gate.intutic.io,resources=harnessagentpolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=gate.intutic.io,resources=harnessagentpolicies/status,verbs=get;patch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gate.intutic.io,resources=harnessagentpolicies,verbs=list;watch
+// +kubebuilder:rbac:groups=gate.intutic.io,resources=harnessagentpolicies/status,verbs=patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch;create;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 
 // HarnessAgentPolicyReconciler turns a HarnessAgentPolicy into its bootstrap ConfigMap and
 // egress NetworkPolicy. Each reconcile gathers the policy and its children, computes the
@@ -40,11 +40,11 @@ import (
 type HarnessAgentPolicyReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
-	Resolver bootstrap.Resolver
+	Resolver egress.Resolver
 	Clock    clock.PassiveClock
 
 	// DNS selects the cluster DNS pods allow-listed sandboxes may query.
-	DNS bootstrap.DNSSelector
+	DNS egress.DNSSelector
 	// ClusterCIDRs are the cluster's Service and Pod ranges: no allowed host may resolve into
 	// them (an allowed CIDR may still cover them). Nil checks none.
 	ClusterCIDRs []netip.Prefix
@@ -53,17 +53,19 @@ type HarnessAgentPolicyReconciler struct {
 	// MinResolve and MaxResolve bound the re-resolution interval of allowed hosts.
 	MinResolve, MaxResolve time.Duration
 
-	mu    sync.Mutex
-	hosts map[types.NamespacedName]*policyHosts
+	// mu guards the state kept between reconciles: each policy's host resolution and its
+	// memoised bundle.
+	mu     sync.Mutex
+	hosts  map[types.NamespacedName]*policyHosts
+	builds map[types.NamespacedName]builtBundle
 }
 
 // Reconcile implements reconcile.Reconciler.
 func (r *HarnessAgentPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
-	defer func() { observeReconcile(err) }()
 	policy := &gatev1.HarnessAgentPolicy{}
 	if err := r.Client.Get(ctx, req.NamespacedName, policy); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forgetHosts(req.NamespacedName) // its children go with it, by owner reference
+			r.forget(req.NamespacedName) // its children go with it, by owner reference
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -72,21 +74,24 @@ func (r *HarnessAgentPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 		return ctrl.Result{}, nil
 	}
 
+	// Phases, in order: gather (the children, other NetworkPolicies, pods' labels), compute
+	// (rules, bundle, egress: pure but for host resolution), apply. The status is written once,
+	// after them, whatever they did: a refused apply is a condition, and a failed read says so.
+	var want *desiredState
+	defer func() {
+		if serr := r.writeStatus(ctx, policy, want, err); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}()
 	observed, err := r.gather(ctx, policy)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	want, err := r.compute(ctx, policy, observed)
-	if err != nil {
+	if want, err = r.compute(policy, observed); err != nil {
 		return ctrl.Result{}, err
 	}
-	// The status is written whatever the applies did: a refused apply is a condition.
-	applyErr := r.apply(ctx, policy, observed, want)
-	if err := r.writeStatus(ctx, policy, observed, want); err != nil {
-		return ctrl.Result{}, errors.Join(applyErr, err)
-	}
-	if applyErr != nil {
-		return ctrl.Result{}, applyErr
+	if err := r.apply(ctx, policy, observed, want); err != nil {
+		return ctrl.Result{}, err
 	}
 	if want.resolution != nil {
 		return ctrl.Result{RequeueAfter: max(want.resolution.Next.Sub(r.Clock.Now()), time.Second)}, nil
@@ -100,6 +105,7 @@ type observedState struct {
 	networkPolicy *networkingv1.NetworkPolicy
 	others        []networkingv1.NetworkPolicy // other NetworkPolicies in the namespace
 	podLabels     []map[string]string          // labels of the pods in the namespace
+	resolution    *egress.Resolution           // the allowed hosts' addresses; nil when it allows none
 }
 
 func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.HarnessAgentPolicy) (*observedState, error) {
@@ -130,120 +136,77 @@ func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.Har
 	for _, pod := range pods.Items {
 		o.podLabels = append(o.podLabels, pod.Labels)
 	}
+	o.resolution = r.resolve(ctx, p)
 	return o, nil
 }
 
 // desiredState is what a reconcile computed.
 type desiredState struct {
-	// compileErrs are the rules' problems; empty when they compiled.
-	compileErrs gate.FieldErrors
-	// bundle is the ConfigMap data to publish.
-	bundle *bootstrap.Bundle
-	// renderErr is set when the rules compiled but their bundle cannot be published.
-	renderErr error
-	// kept is set when bundle is the last good one, re-rendered (see holdBack).
-	kept bool
+	// build is the bootstrap bundle to publish, and why (bootstrap.Build).
+	build bootstrap.Result
 	// configMapErr and networkPolicyErr are the API server's refusals of the applies.
 	configMapErr, networkPolicyErr error
-	// snapshot is the snapshot published (or kept); ruleCount its rules.
-	snapshot *gate.Snapshot
-	egress   bootstrap.Egress
-	// egressKept is set when the NetworkPolicy in force stays as it is (the rules do not
-	// compile); egress then only describes it.
+	egress                         egress.Egress
+	// egressKept is set when the NetworkPolicy in force stays as it is (the rules cannot be
+	// published); egress then only describes it.
 	egressKept bool
 	// resolution is set when the policy allows hosts.
-	resolution *bootstrap.Resolution
+	resolution *egress.Resolution
 	shadowing  []string
 }
 
-func (r *HarnessAgentPolicyReconciler) compute(ctx context.Context, p *gatev1.HarnessAgentPolicy, o *observedState) (*desiredState, error) {
+func (r *HarnessAgentPolicyReconciler) compute(p *gatev1.HarnessAgentPolicy, o *observedState) (*desiredState, error) {
 	want := &desiredState{}
-	meta, rules := bootstrap.SnapshotSource(p)
-	snap, err := gate.BuildSnapshot(meta, rules)
-	var errs gate.FieldErrors
-	switch {
-	case errors.As(err, &errs):
-		want.compileErrs = errs
-	case err != nil:
+	var err error
+	if want.build, err = r.buildBundle(p, o); err != nil {
 		return nil, err
-	default:
-		data, err := snap.Encode()
-		if err != nil {
-			return nil, err
-		}
-		b, err := bootstrap.Render(&p.Spec, data, r.Bootstrap)
-		var tooLarge *bootstrap.TooLargeError
-		switch {
-		case errors.As(err, &tooLarge):
-			want.renderErr = err
-		case err != nil:
-			return nil, err
-		default:
-			want.bundle, want.snapshot = &b, snap
-		}
 	}
-	if want.heldBack() {
-		if err := r.holdBack(p, o, meta, want); err != nil {
-			return nil, err
-		}
-	}
-
-	r.computeEgress(ctx, p, o, want)
+	r.computeEgress(p, o, want)
 	return want, nil
 }
 
-// heldBack reports whether the spec's rules cannot be published: they do not compile, or
-// their bundle would not fit in a ConfigMap.
-func (d *desiredState) heldBack() bool { return len(d.compileErrs) > 0 || d.renderErr != nil }
-
-// holdBack chooses what sandboxes get while the spec's rules cannot be published: the bundle
-// this controller last published for the policy, re-rendered around its snapshot, or else one
-// that blocks every call. Nothing an update that cannot be published asks for reaches them.
-func (r *HarnessAgentPolicyReconciler) holdBack(p *gatev1.HarnessAgentPolicy, o *observedState, meta gate.PolicyMeta, want *desiredState) error {
-	if last := r.lastGood(p, o.configMap); last != nil {
-		b, err := bootstrap.Keep(o.configMap.Data, p.Spec.WorkspaceID, r.Bootstrap)
-		if err != nil {
-			return err
-		}
-		want.bundle, want.snapshot, want.kept = &b, last, true
-		return nil
+// buildBundle is bootstrap.Build, memoised: the rules compile once per generation of the
+// policy (and, while they cannot be published, once per state of the bundle in force), not on
+// every reconcile that pods or other NetworkPolicies cause.
+func (r *HarnessAgentPolicyReconciler) buildBundle(p *gatev1.HarnessAgentPolicy, o *observedState) (bootstrap.Result, error) {
+	published := bootstrap.Published{SnapshotDigest: p.Status.SnapshotDigest, BootstrapHash: p.Status.BootstrapHash}
+	publishedVersion := ""
+	if cm := o.configMap; cm != nil && ownedBy(cm, p) {
+		published.Data, publishedVersion = cm.Data, cm.ResourceVersion
 	}
-	reason := want.renderErr
-	if reason == nil {
-		reason = want.compileErrs
+	key := buildKey{uid: p.UID, generation: p.Generation, digest: published.SnapshotDigest, hash: published.BootstrapHash, configMapVersion: publishedVersion}
+	r.mu.Lock()
+	memo, ok := r.builds[client.ObjectKeyFromObject(p)]
+	r.mu.Unlock()
+	// A result that publishes the spec depends on the spec alone; one held back depends on the
+	// bundle in force too.
+	if ok && memo.key.uid == key.uid && memo.key.generation == key.generation && (!memo.result.HeldBack() || memo.key == key) {
+		return memo.result, nil
 	}
-	snap, err := gate.BuildInvalidSnapshot(meta, reason.Error())
+	res, err := bootstrap.Build(p, published, r.Bootstrap)
 	if err != nil {
-		return err
+		return bootstrap.Result{}, err
 	}
-	data, err := snap.Encode()
-	if err != nil {
-		return err
+	snapshotBuilds.Inc()
+	r.mu.Lock()
+	if r.builds == nil {
+		r.builds = map[types.NamespacedName]builtBundle{}
 	}
-	b, err := bootstrap.RenderBlocking(p.Spec.WorkspaceID, data, r.Bootstrap)
-	if err != nil {
-		return err
-	}
-	want.bundle, want.snapshot = &b, snap
-	return nil
+	r.builds[client.ObjectKeyFromObject(p)] = builtBundle{key: key, result: res}
+	r.mu.Unlock()
+	return res, nil
 }
 
-// lastGood returns the snapshot of the policy's ConfigMap when the ConfigMap is, unedited, the
-// bundle this controller published for this policy: owned by it, its files matching its
-// bootstrap hash, that hash and the snapshot's digest the ones the status recorded when it
-// was published, the snapshot sealed for this policy and workspace at a generation it has had.
-// Anything else (edited by hand, resealed, another policy's or workspace's) is not kept.
-func (r *HarnessAgentPolicyReconciler) lastGood(p *gatev1.HarnessAgentPolicy, cm *corev1.ConfigMap) *gate.Snapshot {
-	if cm == nil || !ownedBy(cm, p) || p.Status.SnapshotDigest == "" || p.Status.BootstrapHash == "" ||
-		cm.Data[bootstrap.KeyBootstrapHash] != p.Status.BootstrapHash || !bootstrap.Verify(cm.Data, p.Spec.WorkspaceID, r.Bootstrap) {
-		return nil
-	}
-	s, err := gate.LoadSnapshot([]byte(cm.Data[bootstrap.KeySnapshot]), "")
-	if err != nil || s.Invalid != "" || s.Digest != p.Status.SnapshotDigest || s.Policy != p.Namespace+"/"+p.Name ||
-		s.WorkspaceID != p.Spec.WorkspaceID || s.Generation > p.Generation {
-		return nil
-	}
-	return s
+// buildKey is what a memoised bootstrap.Result depends on.
+type buildKey struct {
+	uid                            types.UID
+	generation                     int64
+	digest, hash, configMapVersion string
+}
+
+type builtBundle struct {
+	key    buildKey
+	result bootstrap.Result
 }
 
 func configMapName(p *gatev1.HarnessAgentPolicy) string     { return p.Name + "-bootstrap" }
@@ -257,13 +220,13 @@ func (r *HarnessAgentPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		r.Clock = clock.RealClock{}
 	}
 	if r.DNS.Namespace == "" {
-		r.DNS = bootstrap.DefaultDNSSelector
+		r.DNS = egress.DefaultDNSSelector
 	}
 	if r.MinResolve == 0 {
-		r.MinResolve = bootstrap.DefaultMinResolveInterval
+		r.MinResolve = egress.DefaultMinResolveInterval
 	}
 	if r.MaxResolve == 0 {
-		r.MaxResolve = bootstrap.DefaultMaxResolveInterval
+		r.MaxResolve = egress.DefaultMaxResolveInterval
 	}
 	if r.MinResolve > r.MaxResolve {
 		return fmt.Errorf("the resolve floor %s is above the cap %s", r.MinResolve, r.MaxResolve)

@@ -22,6 +22,7 @@ import (
 	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/golden"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 func newPolicy(ns, name string) *gatev1.HarnessAgentPolicy {
@@ -42,7 +43,7 @@ func newPolicy(ns, name string) *gatev1.HarnessAgentPolicy {
 func getPolicy(t *testing.T, p *gatev1.HarnessAgentPolicy) *gatev1.HarnessAgentPolicy {
 	t.Helper()
 	got := &gatev1.HarnessAgentPolicy{}
-	if err := k8sClient.Get(testContext(t), client.ObjectKeyFromObject(p), got); err != nil {
+	if err := k8sClient.Get(testutil.Context(t, 60*time.Second), client.ObjectKeyFromObject(p), got); err != nil {
 		t.Fatal(err)
 	}
 	return got
@@ -53,7 +54,7 @@ func getPolicy(t *testing.T, p *gatev1.HarnessAgentPolicy) *gatev1.HarnessAgentP
 func waitCondition(t *testing.T, p *gatev1.HarnessAgentPolicy, typ string, status metav1.ConditionStatus, reason string) *gatev1.HarnessAgentPolicy {
 	t.Helper()
 	var got *gatev1.HarnessAgentPolicy
-	eventually(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		got = getPolicy(t, p)
 		c := meta.FindStatusCondition(got.Status.Conditions, typ)
 		switch {
@@ -73,7 +74,7 @@ func waitCondition(t *testing.T, p *gatev1.HarnessAgentPolicy, typ string, statu
 
 func children(t *testing.T, p *gatev1.HarnessAgentPolicy) (*corev1.ConfigMap, *networkingv1.NetworkPolicy) {
 	t.Helper()
-	ctx := testContext(t)
+	ctx := testutil.Context(t, 60*time.Second)
 	cm := &corev1.ConfigMap{}
 	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name + "-bootstrap"}, cm); err != nil {
 		t.Fatal(err)
@@ -106,7 +107,7 @@ func checkOwned(t *testing.T, obj metav1.Object, p *gatev1.HarnessAgentPolicy) {
 }
 
 func TestPolicyCreatesChildren(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testutil.Context(t, 60*time.Second)
 	// A fixed namespace name: the golden files carry it.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "golden"}}
 	if err := k8sClient.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -116,7 +117,7 @@ func TestPolicyCreatesChildren(t *testing.T) {
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	got := waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionTrue, ReasonReady)
+	got := waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionTrue, gatev1.ReasonReady)
 	cm, np := children(t, got)
 	checkOwned(t, cm, got)
 	checkOwned(t, np, got)
@@ -147,8 +148,8 @@ func TestPolicyCreatesChildren(t *testing.T) {
 }
 
 func TestRuleChangeUpdatesHashAndDigest(t *testing.T) {
-	ctx := testContext(t)
-	p := newPolicy(createNamespace(t, ctx), "edits")
+	ctx := testutil.Context(t, 60*time.Second)
+	p := newPolicy(testutil.CreateNamespace(ctx, t, k8sClient, "policy-"), "edits")
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestRuleChangeUpdatesHashAndDigest(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := waitCondition(t, before, gatev1.ConditionReady, metav1.ConditionTrue, "")
-	eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		after = getPolicy(t, before)
 		if after.Status.BootstrapHash == cmBefore.Data[bootstrap.KeyBootstrapHash] {
 			return fmt.Errorf("bootstrap hash unchanged")
@@ -181,8 +182,8 @@ func TestRuleChangeUpdatesHashAndDigest(t *testing.T) {
 }
 
 func TestInvalidRuleKeepsLastGoodConfigMap(t *testing.T) {
-	ctx := testContext(t)
-	p := newPolicy(createNamespace(t, ctx), "typo")
+	ctx := testutil.Context(t, 60*time.Second)
+	p := newPolicy(testutil.CreateNamespace(ctx, t, k8sClient, "policy-"), "typo")
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -193,13 +194,13 @@ func TestInvalidRuleKeepsLastGoodConfigMap(t *testing.T) {
 	if err := k8sClient.Update(ctx, good); err != nil {
 		t.Fatal(err)
 	}
-	bad := waitCondition(t, good, gatev1.ConditionRulesCompiled, metav1.ConditionFalse, ReasonCompileFailed)
+	bad := waitCondition(t, good, gatev1.ConditionRulesCompiled, metav1.ConditionFalse, gatev1.ReasonCompileFailed)
 	c := meta.FindStatusCondition(bad.Status.Conditions, gatev1.ConditionRulesCompiled)
 	if !strings.Contains(c.Message, "spec.rules[1].when: ") || !strings.Contains(c.Message, "undeclared reference to 'inptu'") {
 		t.Fatalf("the condition does not name the field and the compiler message: %q", c.Message)
 	}
-	waitCondition(t, good, gatev1.ConditionBootstrapRendered, metav1.ConditionFalse, ReasonLastGoodKept)
-	waitCondition(t, good, gatev1.ConditionReady, metav1.ConditionFalse, ReasonCompileFailed)
+	waitCondition(t, good, gatev1.ConditionBootstrapRendered, metav1.ConditionFalse, gatev1.ReasonLastGoodKept)
+	waitCondition(t, good, gatev1.ConditionReady, metav1.ConditionFalse, gatev1.ReasonCompileFailed)
 	cmNow, _ := children(t, bad)
 	if cmNow.ResourceVersion != cmGood.ResourceVersion || fmt.Sprint(cmNow.Data) != fmt.Sprint(cmGood.Data) {
 		t.Fatal("the last good ConfigMap was changed")
@@ -207,13 +208,13 @@ func TestInvalidRuleKeepsLastGoodConfigMap(t *testing.T) {
 	if bad.Status.SnapshotDigest != good.Status.SnapshotDigest {
 		t.Fatalf("status reports digest %s, but %s is in force", bad.Status.SnapshotDigest, good.Status.SnapshotDigest)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		var evs eventsv1.EventList
 		if err := k8sClient.List(ctx, &evs, client.InNamespace(p.Namespace)); err != nil {
 			return err
 		}
 		for _, e := range evs.Items {
-			if e.Reason == ReasonCompileFailed && e.Regarding.Name == p.Name && strings.Contains(e.Note, "spec.rules[1].when") {
+			if e.Reason == gatev1.ReasonCompileFailed && e.Regarding.Name == p.Name && strings.Contains(e.Note, "spec.rules[1].when") {
 				return nil
 			}
 		}
@@ -222,13 +223,13 @@ func TestInvalidRuleKeepsLastGoodConfigMap(t *testing.T) {
 }
 
 func TestNeverCompiledPolicyBlocksEverything(t *testing.T) {
-	ctx := testContext(t)
-	p := newPolicy(createNamespace(t, ctx), "broken")
+	ctx := testutil.Context(t, 60*time.Second)
+	p := newPolicy(testutil.CreateNamespace(ctx, t, k8sClient, "policy-"), "broken")
 	p.Spec.Rules[0].When = `input.command.matches(`
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	got := waitCondition(t, p, gatev1.ConditionBootstrapRendered, metav1.ConditionFalse, ReasonPolicyInvalid)
+	got := waitCondition(t, p, gatev1.ConditionBootstrapRendered, metav1.ConditionFalse, gatev1.ReasonPolicyInvalid)
 	cm, _ := children(t, got)
 	g := gate.New("ws_123")
 	if err := g.Load([]byte(cm.Data[bootstrap.KeySnapshot])); err != nil {
@@ -244,8 +245,8 @@ func TestNeverCompiledPolicyBlocksEverything(t *testing.T) {
 }
 
 func TestChildrenAreRepaired(t *testing.T) {
-	ctx := testContext(t)
-	p := newPolicy(createNamespace(t, ctx), "repair")
+	ctx := testutil.Context(t, 60*time.Second)
+	p := newPolicy(testutil.CreateNamespace(ctx, t, k8sClient, "policy-"), "repair")
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func TestChildrenAreRepaired(t *testing.T) {
 	if err := k8sClient.Delete(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		again := &corev1.ConfigMap{}
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cm), again); err != nil {
 			return err
@@ -272,7 +273,7 @@ func TestChildrenAreRepaired(t *testing.T) {
 	if err := k8sClient.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		again := &corev1.ConfigMap{}
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cm), again); err != nil {
 			return err
@@ -288,7 +289,7 @@ func TestChildrenAreRepaired(t *testing.T) {
 	if err := k8sClient.Update(ctx, np); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		again := &networkingv1.NetworkPolicy{}
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(np), again); err != nil {
 			return err
@@ -301,8 +302,8 @@ func TestChildrenAreRepaired(t *testing.T) {
 }
 
 func TestAllowListResolution(t *testing.T) {
-	ctx := testContext(t)
-	ns := createNamespace(t, ctx)
+	ctx := testutil.Context(t, 60*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "policy-")
 	resolver.set("api.rotating.example", time.Second, "192.0.2.1", "192.0.2.2")
 	resolver.set("metadata.example", time.Hour, "169.254.169.254")
 	p := newPolicy(ns, "allow")
@@ -314,7 +315,7 @@ func TestAllowListResolution(t *testing.T) {
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	got := waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, ReasonHostsUnresolved)
+	got := waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, gatev1.ReasonHostsUnresolved)
 	if c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionEgressEnforced); !strings.Contains(c.Message, "gone.example") {
 		t.Fatalf("the condition does not name the unresolved host: %q", c.Message)
 	}
@@ -331,7 +332,7 @@ func TestAllowListResolution(t *testing.T) {
 	// keeps .2 for one window; a window later it is gone.
 	calls := resolver.callCount("api.rotating.example")
 	resolver.set("api.rotating.example", time.Second, "192.0.2.1", "192.0.2.3")
-	eventually(t, 3*testMinResolve, func() error {
+	testutil.Eventually(t, 3*testMinResolve, func() error {
 		_, np := children(t, got)
 		if b := ipBlocks(np); !strings.HasSuffix(b, "] 192.0.2.1/32 192.0.2.2/32 192.0.2.3/32") {
 			return fmt.Errorf("ipBlocks %s", b)
@@ -341,7 +342,7 @@ func TestAllowListResolution(t *testing.T) {
 	if resolver.callCount("api.rotating.example") <= calls {
 		t.Fatal("the host was not re-resolved")
 	}
-	eventually(t, 4*testMinResolve, func() error {
+	testutil.Eventually(t, 4*testMinResolve, func() error {
 		_, np := children(t, got)
 		if b := ipBlocks(np); !strings.HasSuffix(b, "] 192.0.2.1/32 192.0.2.3/32") {
 			return fmt.Errorf("ipBlocks %s", b)
@@ -369,8 +370,8 @@ func ipBlocks(np *networkingv1.NetworkPolicy) string {
 }
 
 func TestShadowingNetworkPolicyIsReported(t *testing.T) {
-	ctx := testContext(t)
-	ns := createNamespace(t, ctx)
+	ctx := testutil.Context(t, 60*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "policy-")
 	p := newPolicy(ns, "shadowed")
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
@@ -395,25 +396,25 @@ func TestShadowingNetworkPolicyIsReported(t *testing.T) {
 	if err := k8sClient.Create(ctx, wide); err != nil {
 		t.Fatal(err)
 	}
-	got := waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, ReasonShadowedByPolicy)
+	got := waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, gatev1.ReasonShadowedByPolicy)
 	if c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionEgressEnforced); !strings.Contains(c.Message, "team-ml-egress") {
 		t.Fatalf("the condition does not name the shadowing policy: %q", c.Message)
 	}
-	waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionFalse, ReasonShadowedByPolicy)
+	waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionFalse, gatev1.ReasonShadowedByPolicy)
 
 	// Relabelling the pod out of the other policy's reach clears it.
 	pod.Labels = map[string]string{gatev1.LabelPolicy: "shadowed"}
 	if err := k8sClient.Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionTrue, ReasonEnforced)
+	waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionTrue, gatev1.ReasonEnforced)
 }
 
 func TestShadowingPolicies(t *testing.T) {
 	ours := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}
 	egress := []networkingv1.NetworkPolicyEgressRule{{}}
-	np := func(name string, sel map[string]string, types []networkingv1.PolicyType, eg []networkingv1.NetworkPolicyEgressRule) networkingv1.NetworkPolicy {
-		return networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: sel}, PolicyTypes: types, Egress: eg}}
+	np := func(name string, sel map[string]string, policyTypes []networkingv1.PolicyType, eg []networkingv1.NetworkPolicyEgressRule) networkingv1.NetworkPolicy {
+		return networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: sel}, PolicyTypes: policyTypes, Egress: eg}}
 	}
 	others := []networkingv1.NetworkPolicy{
 		np("all-pods", nil, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, egress),
@@ -432,7 +433,7 @@ func TestShadowingPolicies(t *testing.T) {
 // the controller's status writes.
 func updatePolicy(t *testing.T, p *gatev1.HarnessAgentPolicy, mutate func(*gatev1.HarnessAgentPolicy)) {
 	t.Helper()
-	ctx := testContext(t)
+	ctx := testutil.Context(t, 60*time.Second)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		latest := &gatev1.HarnessAgentPolicy{}
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(p), latest); err != nil {
@@ -449,9 +450,9 @@ func updatePolicy(t *testing.T, p *gatev1.HarnessAgentPolicy, mutate func(*gatev
 // TestInvalidUpdateKeepsLastGoodEgress: an update whose rules do not compile never loosens the
 // egress in force, even when it also widens spec.egress; fixing the rules brings the new egress.
 func TestInvalidUpdateKeepsLastGoodEgress(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testutil.Context(t, 60*time.Second)
 	resolver.set("api.kept.example", time.Hour, "192.0.2.80")
-	p := newPolicy(createNamespace(t, ctx), "kept")
+	p := newPolicy(testutil.CreateNamespace(ctx, t, k8sClient, "policy-"), "kept")
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -466,14 +467,14 @@ func TestInvalidUpdateKeepsLastGoodEgress(t *testing.T) {
 		p.Spec.Rules[1].When = `!inptu.url.startsWith("https://github.com/")`
 		p.Spec.Egress = gatev1.EgressSpec{AllowedHosts: []gatev1.Hostname{"api.kept.example"}, AllowedCIDRs: []gatev1.CIDR{"198.51.100.0/24"}, Ports: []int32{443}}
 	})
-	bad := waitCondition(t, p, gatev1.ConditionRulesCompiled, metav1.ConditionFalse, ReasonCompileFailed)
+	bad := waitCondition(t, p, gatev1.ConditionRulesCompiled, metav1.ConditionFalse, gatev1.ReasonCompileFailed)
 	// Status is written after the children are applied, so the reconcile that saw this
 	// generation has already applied whatever it was going to.
 	_, np := children(t, bad)
 	if len(np.Spec.Egress) != 0 || np.ResourceVersion != npGood.ResourceVersion {
 		t.Fatalf("an update whose rules do not compile changed the egress in force: %s", ipBlocks(np))
 	}
-	bad = waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, ReasonLastGoodKept)
+	bad = waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, gatev1.ReasonLastGoodKept)
 	c := meta.FindStatusCondition(bad.Status.Conditions, gatev1.ConditionEgressEnforced)
 	if !strings.Contains(c.Message, "do not compile") || !strings.Contains(c.Message, "denies all egress") {
 		t.Fatalf("the condition does not say why the egress in force was kept: %q", c.Message)
@@ -483,7 +484,7 @@ func TestInvalidUpdateKeepsLastGoodEgress(t *testing.T) {
 	}
 
 	updatePolicy(t, p, func(p *gatev1.HarnessAgentPolicy) { p.Spec.Rules[1].When = goodWhen })
-	fixed := waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionTrue, ReasonEnforced)
+	fixed := waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionTrue, gatev1.ReasonEnforced)
 	_, np = children(t, fixed)
 	if b := ipBlocks(np); b != "192.0.2.80/32 198.51.100.0/24" {
 		t.Fatalf("ipBlocks %s: the allow-list did not arrive once the rules compiled", b)
@@ -496,19 +497,19 @@ func TestInvalidUpdateKeepsLastGoodEgress(t *testing.T) {
 // TestNeverCompiledPolicyDeniesAllEgress: a policy whose rules have never compiled gets no
 // egress at all, whatever spec.egress allows.
 func TestNeverCompiledPolicyDeniesAllEgress(t *testing.T) {
-	ctx := testContext(t)
-	p := newPolicy(createNamespace(t, ctx), "never")
+	ctx := testutil.Context(t, 60*time.Second)
+	p := newPolicy(testutil.CreateNamespace(ctx, t, k8sClient, "policy-"), "never")
 	p.Spec.Rules[0].When = `input.command.matches(`
 	p.Spec.Egress = gatev1.EgressSpec{AllowedCIDRs: []gatev1.CIDR{"198.51.100.0/24"}, Ports: []int32{443}}
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	got := waitCondition(t, p, gatev1.ConditionRulesCompiled, metav1.ConditionFalse, ReasonCompileFailed)
+	got := waitCondition(t, p, gatev1.ConditionRulesCompiled, metav1.ConditionFalse, gatev1.ReasonCompileFailed)
 	_, np := children(t, got)
 	if len(np.Spec.Egress) != 0 {
 		t.Fatalf("a policy that never compiled allows egress: %s", ipBlocks(np))
 	}
-	got = waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, ReasonPolicyInvalid)
+	got = waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, gatev1.ReasonPolicyInvalid)
 	if c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionEgressEnforced); !strings.Contains(c.Message, "denies all egress") {
 		t.Fatalf("the condition does not say egress is denied: %q", c.Message)
 	}
@@ -518,11 +519,11 @@ func TestNeverCompiledPolicyDeniesAllEgress(t *testing.T) {
 // into the cluster's Service range contributes no address, and the condition names it; an
 // allowed CIDR over the Pod range still works, for addresses a name resolves to as well.
 func TestAllowedHostsNeverResolveInside(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testutil.Context(t, 60*time.Second)
 	resolver.set("rebind.example", time.Hour, "127.0.0.1", "192.0.2.90")
 	resolver.set("svc.rebind.example", time.Hour, "10.96.0.10")
 	resolver.set("pod.example", time.Hour, "10.244.3.4")
-	p := newPolicy(createNamespace(t, ctx), "rebind")
+	p := newPolicy(testutil.CreateNamespace(ctx, t, k8sClient, "policy-"), "rebind")
 	p.Spec.Egress = gatev1.EgressSpec{
 		AllowedHosts: []gatev1.Hostname{"rebind.example", "svc.rebind.example", "pod.example"},
 		AllowedCIDRs: []gatev1.CIDR{"10.244.0.0/16"},
@@ -531,7 +532,7 @@ func TestAllowedHostsNeverResolveInside(t *testing.T) {
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	got := waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, ReasonAddressesRejected)
+	got := waitCondition(t, p, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, gatev1.ReasonAddressesRejected)
 	c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionEgressEnforced)
 	for _, want := range []string{"rebind.example resolved to 127.0.0.1 (loopback)", "svc.rebind.example resolved to 10.96.0.10 (in the cluster range 10.96.0.0/12)"} {
 		if !strings.Contains(c.Message, want) {
@@ -541,7 +542,7 @@ func TestAllowedHostsNeverResolveInside(t *testing.T) {
 	if strings.Contains(c.Message, "pod.example") {
 		t.Fatalf("an address an allowed CIDR covers is not rejected: %q", c.Message)
 	}
-	waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionFalse, ReasonAddressesRejected)
+	waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionFalse, gatev1.ReasonAddressesRejected)
 	_, np := children(t, got)
 	if b := ipBlocks(np); b != "10.244.0.0/16 10.244.3.4/32 192.0.2.90/32" {
 		t.Fatalf("ipBlocks %s", b)

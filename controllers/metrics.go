@@ -6,10 +6,12 @@ import (
 )
 
 var (
-	policyReconciles = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gate_operator_policy_reconcile_total",
-		Help: "HarnessAgentPolicy reconciles, by result (success or error).",
-	}, []string{"result"})
+	// Reconciles are counted by controller-runtime (controller_runtime_reconcile_total); this
+	// counts the expensive part of some of them.
+	snapshotBuilds = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gate_operator_snapshot_builds_total",
+		Help: "Compilations of a HarnessAgentPolicy's rules into a snapshot and bundle: one per generation of a policy, not one per reconcile (pods and other NetworkPolicies cause reconciles that reuse the last build).",
+	})
 	resolvedAddresses = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "gate_operator_egress_resolved_addresses",
 		Help: "Host addresses allowed by the egress NetworkPolicies of all HarnessAgentPolicies.",
@@ -17,13 +19,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(policyReconciles, resolvedAddresses)
-}
-
-func observeReconcile(err error) {
-	if err != nil {
-		policyReconciles.WithLabelValues("error").Inc()
-		return
-	}
-	policyReconciles.WithLabelValues("success").Inc()
+	metrics.Registry.MustRegister(snapshotBuilds, resolvedAddresses)
 }

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,9 +27,9 @@ func (r *HarnessAgentPolicyReconciler) apply(ctx context.Context, p *gatev1.Harn
 	if !configMapMatches(o.configMap, p, want) {
 		cm := corev1ac.ConfigMap(configMapName(p), p.Namespace).
 			WithLabels(childLabels(p)).
-			WithAnnotations(map[string]string{gatev1.AnnotationBootstrapHash: want.bundle.Hash}).
-			WithOwnerReferences(ownerReference(p)).
-			WithData(want.bundle.Data)
+			WithAnnotations(map[string]string{gatev1.AnnotationBootstrapHash: want.build.Bundle.Hash}).
+			WithOwnerReferences(controllerReference(p, "HarnessAgentPolicy")).
+			WithData(want.build.Bundle.Data)
 		want.configMapErr = r.Client.Apply(ctx, cm, client.FieldOwner(gatev1.FieldManager), client.ForceOwnership)
 	}
 	if want.egressKept || networkPolicyMatches(o.networkPolicy, p, want) {
@@ -38,7 +37,7 @@ func (r *HarnessAgentPolicyReconciler) apply(ctx context.Context, p *gatev1.Harn
 	}
 	np := networkingv1ac.NetworkPolicy(networkPolicyName(p), p.Namespace).
 		WithLabels(childLabels(p)).
-		WithOwnerReferences(ownerReference(p)).
+		WithOwnerReferences(controllerReference(p, "HarnessAgentPolicy")).
 		WithSpec(want.egress.Spec)
 	ac, err := withEmptyEgress(np)
 	if err == nil {
@@ -73,16 +72,6 @@ func childLabels(p *gatev1.HarnessAgentPolicy) map[string]string {
 	return map[string]string{gatev1.LabelManagedBy: gatev1.ManagedByValue, gatev1.LabelPolicy: p.Name}
 }
 
-func ownerReference(p *gatev1.HarnessAgentPolicy) *metav1ac.OwnerReferenceApplyConfiguration {
-	return metav1ac.OwnerReference().
-		WithAPIVersion(gatev1.GroupVersion.String()).
-		WithKind("HarnessAgentPolicy").
-		WithName(p.Name).
-		WithUID(p.UID).
-		WithController(true).
-		WithBlockOwnerDeletion(true)
-}
-
 // ownedBy reports whether obj carries the policy's labels and controller owner reference.
 func ownedBy(obj metav1.Object, p *gatev1.HarnessAgentPolicy) bool {
 	for k, v := range childLabels(p) {
@@ -98,10 +87,10 @@ func ownedBy(obj metav1.Object, p *gatev1.HarnessAgentPolicy) bool {
 // configMapMatches compares only what the apply sets: keys someone else added to the data are
 // theirs under server-side apply and would differ forever.
 func configMapMatches(cm *corev1.ConfigMap, p *gatev1.HarnessAgentPolicy, want *desiredState) bool {
-	if cm == nil || !ownedBy(cm, p) || cm.Annotations[gatev1.AnnotationBootstrapHash] != want.bundle.Hash {
+	if cm == nil || !ownedBy(cm, p) || cm.Annotations[gatev1.AnnotationBootstrapHash] != want.build.Bundle.Hash {
 		return false
 	}
-	for k, v := range want.bundle.Data {
+	for k, v := range want.build.Bundle.Data {
 		if got, ok := cm.Data[k]; !ok || got != v {
 			return false
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -15,11 +16,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
-	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/egress"
 )
 
 // resolveTimeout bounds one host's lookup inside a reconcile.
 const resolveTimeout = 5 * time.Second
+
+// resolveConcurrency bounds the lookups one reconcile runs at once (spec.egress.allowedHosts
+// holds at most 128 names).
+const resolveConcurrency = 8
 
 // computeEgress is the egress phase: the NetworkPolicy to apply, the resolution behind it and
 // the policies that shadow it. It runs after the rules were compiled: an invalid policy never
@@ -27,13 +32,13 @@ const resolveTimeout = 5 * time.Second
 // their bundle is too large) the NetworkPolicy in force stays as it is, and a policy whose
 // rules never compiled (or that has no NetworkPolicy in force) denies all egress. The update's
 // egress is applied once its rules can be published.
-func (r *HarnessAgentPolicyReconciler) computeEgress(ctx context.Context, p *gatev1.HarnessAgentPolicy, o *observedState, want *desiredState) {
+func (r *HarnessAgentPolicyReconciler) computeEgress(p *gatev1.HarnessAgentPolicy, o *observedState, want *desiredState) {
 	want.shadowing = shadowingPolicies(&p.Spec.PodSelector, o.others, o.podLabels)
-	if want.heldBack() {
-		neverCompiled := want.snapshot.Invalid != ""
+	if want.build.HeldBack() {
+		neverCompiled := want.build.Snapshot.Invalid != ""
 		if np := o.networkPolicy; !neverCompiled && np != nil && ownedBy(np, p) {
 			want.egressKept = true
-			want.egress = bootstrap.Egress{Mode: gatev1.EgressModeDenyAll}
+			want.egress = egress.Egress{Mode: gatev1.EgressModeDenyAll}
 			if len(np.Spec.Egress) > 0 {
 				want.egress.Mode = gatev1.EgressModeAllowList
 			}
@@ -41,28 +46,28 @@ func (r *HarnessAgentPolicyReconciler) computeEgress(ctx context.Context, p *gat
 		}
 		denyAll := p.Spec.DeepCopy()
 		denyAll.Egress = gatev1.EgressSpec{}
-		want.egress = bootstrap.RenderEgress(denyAll, nil, r.DNS, nil)
+		want.egress = egress.RenderEgress(denyAll, nil, r.DNS, nil)
 		return
 	}
-	want.resolution = r.resolve(ctx, p)
+	want.resolution = o.resolution
 	var hosts map[string][]netip.Addr
 	if want.resolution != nil {
 		hosts = want.resolution.Hosts
 	}
-	want.egress = bootstrap.RenderEgress(&p.Spec, hosts, r.DNS, r.ClusterCIDRs)
+	want.egress = egress.RenderEgress(&p.Spec, hosts, r.DNS, r.ClusterCIDRs)
 }
 
 // policyHosts is the resolution state of one policy's allowed hosts, kept between reconciles.
 type policyHosts struct {
-	cache bootstrap.HostAddresses
+	cache egress.HostAddresses
 	hosts []string
-	last  bootstrap.Resolution
+	last  egress.Resolution
 }
 
 // resolve returns the addresses to allow for the policy's hosts, resolving them when they are
 // due (at the records' TTL, within the floor and cap) or when the host list changed. It runs
 // inside the reconcile; the requeue brings the next resolution.
-func (r *HarnessAgentPolicyReconciler) resolve(ctx context.Context, p *gatev1.HarnessAgentPolicy) *bootstrap.Resolution {
+func (r *HarnessAgentPolicyReconciler) resolve(ctx context.Context, p *gatev1.HarnessAgentPolicy) *egress.Resolution {
 	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 	hosts := make([]string, 0, len(p.Spec.Egress.AllowedHosts))
 	for _, h := range p.Spec.Egress.AllowedHosts {
@@ -91,15 +96,27 @@ func (r *HarnessAgentPolicyReconciler) resolve(ctx context.Context, p *gatev1.Ha
 		res := st.last
 		return &res
 	}
-	results := make(map[string][]bootstrap.Record, len(hosts))
-	for _, h := range hosts {
-		hctx, cancel := context.WithTimeout(ctx, resolveTimeout)
-		recs, err := r.Resolver.Resolve(hctx, h)
-		cancel()
-		if err != nil {
-			log.FromContext(ctx).V(1).Info("host did not resolve", "host", h, "error", err.Error())
-		}
-		results[h] = recs
+	// The hosts are looked up at once, a few at a time, each under its own timeout: a policy's
+	// reconcile waits for its slowest host, not for the sum of them.
+	records := make([][]egress.Record, len(hosts))
+	var g errgroup.Group
+	g.SetLimit(resolveConcurrency)
+	for i, h := range hosts {
+		g.Go(func() error {
+			hctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+			defer cancel()
+			recs, err := r.Resolver.Resolve(hctx, h)
+			if err != nil {
+				log.FromContext(ctx).V(1).Info("host did not resolve", "host", h, "error", err.Error())
+			}
+			records[i] = recs
+			return nil
+		})
+	}
+	_ = g.Wait() // lookups report no error: a host that does not resolve contributes nothing
+	results := make(map[string][]egress.Record, len(hosts))
+	for i, h := range hosts {
+		results[h] = records[i]
 	}
 	r.mu.Lock()
 	st.hosts = hosts
@@ -110,6 +127,18 @@ func (r *HarnessAgentPolicyReconciler) resolve(ctx context.Context, p *gatev1.Ha
 	return &res
 }
 
+// forget drops what the reconciler kept for a policy that is gone.
+func (r *HarnessAgentPolicyReconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.builds, key)
+	if _, ok := r.hosts[key]; ok {
+		delete(r.hosts, key)
+		r.updateAddressGauge()
+	}
+}
+
+// forgetHosts drops a policy's resolution state (it allows no hosts any more).
 func (r *HarnessAgentPolicyReconciler) forgetHosts(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

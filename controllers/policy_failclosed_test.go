@@ -1,19 +1,23 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 // TestHandEditedConfigMapIsNotKept: while a policy's rules do not compile, the controller
@@ -21,8 +25,8 @@ import (
 // resealed with a valid digest (another policy's, allowing everything), is replaced by the
 // bundle that blocks every call, and the status never reports the edited digest.
 func TestHandEditedConfigMapIsNotKept(t *testing.T) {
-	ctx := testContext(t)
-	ns := createNamespace(t, ctx)
+	ctx := testutil.Context(t, 60*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "policy-")
 	for _, tc := range []struct {
 		name string
 		edit func(data map[string]string)
@@ -47,7 +51,7 @@ func TestHandEditedConfigMapIsNotKept(t *testing.T) {
 			}
 			good := waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionTrue, "")
 			updatePolicy(t, good, func(p *gatev1.HarnessAgentPolicy) { p.Spec.Rules[1].When = `!inptu.url.startsWith("x")` })
-			waitCondition(t, good, gatev1.ConditionBootstrapRendered, metav1.ConditionFalse, ReasonLastGoodKept)
+			waitCondition(t, good, gatev1.ConditionBootstrapRendered, metav1.ConditionFalse, gatev1.ReasonLastGoodKept)
 
 			// The edit, by someone with write access to ConfigMaps, under another field manager.
 			cm, _ := children(t, good)
@@ -57,8 +61,8 @@ func TestHandEditedConfigMapIsNotKept(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			got := waitCondition(t, good, gatev1.ConditionBootstrapRendered, metav1.ConditionFalse, ReasonPolicyInvalid)
-			eventually(t, 10*time.Second, func() error {
+			got := waitCondition(t, good, gatev1.ConditionBootstrapRendered, metav1.ConditionFalse, gatev1.ReasonPolicyInvalid)
+			testutil.Eventually(t, 10*time.Second, func() error {
 				cm, _ = children(t, got)
 				snap, err := gate.LoadSnapshot([]byte(cm.Data[bootstrap.KeySnapshot]), "ws_123")
 				if err != nil || snap.Invalid == "" || snap.Policy != ns+"/"+p.Name {
@@ -87,8 +91,8 @@ func TestHandEditedConfigMapIsNotKept(t *testing.T) {
 // policy does), the status says so in BootstrapRendered and Ready, with the API server's words,
 // instead of going stale.
 func TestRefusedApplyIsACondition(t *testing.T) {
-	ctx := testContext(t)
-	ns := createNamespace(t, ctx)
+	ctx := testutil.Context(t, 60*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "policy-")
 	p := newPolicy(ns, "refused")
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
@@ -96,21 +100,47 @@ func TestRefusedApplyIsACondition(t *testing.T) {
 	good := waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionTrue, "")
 
 	const message = "bootstrap ConfigMaps are frozen in this namespace"
+	refuseWrites(t, ns, "configmaps", message)
+
+	updatePolicy(t, good, func(p *gatev1.HarnessAgentPolicy) { p.Spec.Rules[0].Reason = "tightened" })
+	got := waitCondition(t, good, gatev1.ConditionBootstrapRendered, metav1.ConditionFalse, gatev1.ReasonApplyFailed)
+	c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionBootstrapRendered)
+	if !strings.Contains(c.Message, "ConfigMap "+p.Name+"-bootstrap") || !strings.Contains(c.Message, message) {
+		t.Fatalf("the condition does not name the child and the API server's words: %q", c.Message)
+	}
+	ready := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionReady)
+	if ready.Status != metav1.ConditionFalse || ready.Reason != gatev1.ReasonApplyFailed {
+		t.Fatalf("Ready: %+v", ready)
+	}
+	if got.Status.SnapshotDigest != good.Status.SnapshotDigest || got.Status.BootstrapHash != good.Status.BootstrapHash {
+		t.Fatalf("status reports the refused bundle as published: %s / %s", got.Status.SnapshotDigest, got.Status.BootstrapHash)
+	}
+}
+
+// refuseWrites makes the API server refuse creates and updates of a core resource in one
+// namespace, with message, by a ValidatingAdmissionPolicy, and waits until it is in effect.
+func refuseWrites(t *testing.T, ns, resource, message string) {
+	t.Helper()
+	ctx := testutil.Context(t, 60*time.Second)
+	group, version := "", "v1"
+	if resource == "deployments" {
+		group = "apps"
+	}
 	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "freeze-" + ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "refuse-" + resource + "-" + ns},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: new(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update, admissionregistrationv1.Create},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{version}, Resources: []string{resource}},
 				},
 			}}},
 			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: message}},
 		},
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "freeze-" + ns},
+		ObjectMeta: metav1.ObjectMeta{Name: vap.Name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
 			PolicyName:        vap.Name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
@@ -125,32 +155,25 @@ func TestRefusedApplyIsACondition(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = k8sClient.Delete(ctx, binding)
-		_ = k8sClient.Delete(ctx, vap)
+		_ = k8sClient.Delete(context.Background(), binding)
+		_ = k8sClient.Delete(context.Background(), vap)
 	})
-	// The admission policy takes effect asynchronously: wait until it refuses a ConfigMap.
-	eventually(t, 20*time.Second, func() error {
-		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}
-		if err := k8sClient.Create(ctx, probe); err == nil {
-			_ = k8sClient.Delete(ctx, probe)
-			return fmt.Errorf("the admission policy is not in effect yet")
+	// The admission policy takes effect asynchronously: wait until it refuses a write.
+	testutil.Eventually(t, 20*time.Second, func() error {
+		var probe client.Object = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}
+		if resource == "deployments" {
+			labels := map[string]string{"app": "probe"}
+			probe = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}, Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "probe"}}}},
+			}}
+		}
+		if err := k8sClient.Create(ctx, probe, client.DryRunAll); err == nil || !strings.Contains(err.Error(), message) {
+			return fmt.Errorf("the admission policy is not in effect yet: %v", err)
 		}
 		return nil
 	})
-
-	updatePolicy(t, good, func(p *gatev1.HarnessAgentPolicy) { p.Spec.Rules[0].Reason = "tightened" })
-	got := waitCondition(t, good, gatev1.ConditionBootstrapRendered, metav1.ConditionFalse, ReasonApplyFailed)
-	c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionBootstrapRendered)
-	if !strings.Contains(c.Message, "ConfigMap "+p.Name+"-bootstrap") || !strings.Contains(c.Message, message) {
-		t.Fatalf("the condition does not name the child and the API server's words: %q", c.Message)
-	}
-	ready := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionReady)
-	if ready.Status != metav1.ConditionFalse || ready.Reason != ReasonApplyFailed {
-		t.Fatalf("Ready: %+v", ready)
-	}
-	if got.Status.SnapshotDigest != good.Status.SnapshotDigest || got.Status.BootstrapHash != good.Status.BootstrapHash {
-		t.Fatalf("status reports the refused bundle as published: %s / %s", got.Status.SnapshotDigest, got.Status.BootstrapHash)
-	}
 }
 
 // TestOversizedBundleIsHeldBack: rules that compile but whose bundle would not fit in a
@@ -164,20 +187,20 @@ func TestOversizedBundleIsHeldBack(t *testing.T) {
 		p.Spec.Rules = append(p.Spec.Rules, gatev1.Rule{Name: fmt.Sprintf("r%d", i), Action: gatev1.ActionBlock, Reason: strings.Repeat("\x01", 1024)})
 	}
 	r := &HarnessAgentPolicyReconciler{}
-	want, err := r.compute(testContext(t), p, &observedState{})
+	want, err := r.compute(p, &observedState{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want.renderErr == nil || want.snapshot.Invalid == "" || want.kept {
-		t.Fatalf("want the blocking bundle for a bundle that does not fit; renderErr %v, kept %v", want.renderErr, want.kept)
+	if want.build.RenderErr == nil || want.build.Snapshot.Invalid == "" || want.build.Kept {
+		t.Fatalf("want the blocking bundle for a bundle that does not fit; renderErr %v, kept %v", want.build.RenderErr, want.build.Kept)
 	}
 	var rendered metav1.Condition
-	for _, c := range policyConditions(p, &observedState{}, want) {
+	for _, c := range policyConditions(p, want) {
 		if c.Type == gatev1.ConditionBootstrapRendered {
 			rendered = c
 		}
 	}
-	if rendered.Status != metav1.ConditionFalse || rendered.Reason != ReasonBundleTooLarge || !strings.Contains(rendered.Message, "over the 1048576 bytes a ConfigMap holds") {
+	if rendered.Status != metav1.ConditionFalse || rendered.Reason != gatev1.ReasonBundleTooLarge || !strings.Contains(rendered.Message, "over the 1048576 bytes a ConfigMap holds") {
 		t.Fatalf("BootstrapRendered: %+v", rendered)
 	}
 }

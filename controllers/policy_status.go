@@ -11,119 +11,106 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
-	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/egress"
 )
 
-// Condition reasons of HarnessAgentPolicy.
-const (
-	ReasonCompiled          = "Compiled"
-	ReasonCompileFailed     = "CompileFailed"
-	ReasonRendered          = "Rendered"
-	ReasonLastGoodKept      = "LastGoodKept"
-	ReasonBundleTooLarge    = "BundleTooLarge"
-	ReasonApplyFailed       = "ApplyFailed"
-	ReasonPolicyInvalid     = "PolicyInvalid"
-	ReasonEnforced          = "Enforced"
-	ReasonHostsUnresolved   = "HostsUnresolved"
-	ReasonAddressesRejected = "AddressesRejected"
-	ReasonShadowedByPolicy  = "ShadowedByPolicy"
-	ReasonReady             = "Ready"
-)
+// policyConditions derives the conditions of a reconcile from what it computed and applied:
+// each phase owns one (the rules, the bootstrap bundle, the egress), and Ready is derived.
+func policyConditions(p *gatev1.HarnessAgentPolicy, want *desiredState) []metav1.Condition {
+	rules, rendered, enforced := rulesCondition(p, want), bootstrapCondition(p, want), egressCondition(p, want)
+	return []metav1.Condition{readyCondition(p, "the policy is in force", rules, rendered, enforced), rules, rendered, enforced}
+}
 
-// policyConditions derives the conditions of a reconcile: each phase owns one, and Ready is
-// True only when all are.
-func policyConditions(p *gatev1.HarnessAgentPolicy, o *observedState, want *desiredState) []metav1.Condition {
-	gen := p.Generation
-	cond := func(t string, ok bool, reason, msg string) metav1.Condition {
-		s := metav1.ConditionFalse
-		if ok {
-			s = metav1.ConditionTrue
-		}
-		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen}
+func rulesCondition(p *gatev1.HarnessAgentPolicy, want *desiredState) metav1.Condition {
+	if len(want.build.CompileErrs) == 0 {
+		return newCondition(p, gatev1.ConditionRulesCompiled, true, gatev1.ReasonCompiled, fmt.Sprintf("%d rules compiled", len(p.Spec.Rules)))
 	}
-	cmName := configMapName(p)
+	var msgs []string
+	for _, e := range want.build.CompileErrs {
+		msgs = append(msgs, e.Error())
+	}
+	return newCondition(p, gatev1.ConditionRulesCompiled, false, gatev1.ReasonCompileFailed, strings.Join(msgs, "; ")+"; fix the rules, the gate keeps deciding with the snapshot in force")
+}
 
-	var rules, rendered, egress metav1.Condition
-	if len(want.compileErrs) == 0 {
-		rules = cond(gatev1.ConditionRulesCompiled, true, ReasonCompiled, fmt.Sprintf("%d rules compiled", len(p.Spec.Rules)))
-	} else {
-		var msgs []string
-		for _, e := range want.compileErrs {
-			msgs = append(msgs, e.Error())
-		}
-		rules = cond(gatev1.ConditionRulesCompiled, false, ReasonCompileFailed, strings.Join(msgs, "; ")+"; fix the rules, the gate keeps deciding with the snapshot in force")
+func bootstrapCondition(p *gatev1.HarnessAgentPolicy, want *desiredState) metav1.Condition {
+	cmName := configMapName(p)
+	cond := func(ok bool, reason, msg string) metav1.Condition {
+		return newCondition(p, gatev1.ConditionBootstrapRendered, ok, reason, msg)
 	}
 	switch {
 	case want.configMapErr != nil:
-		rendered = cond(gatev1.ConditionBootstrapRendered, false, ReasonApplyFailed,
+		return cond(false, gatev1.ReasonApplyFailed,
 			fmt.Sprintf("applying ConfigMap %s failed, so sandboxes keep the bundle in force before this generation: %v", cmName, want.configMapErr))
-	case want.renderErr != nil && want.kept:
-		rendered = cond(gatev1.ConditionBootstrapRendered, false, ReasonBundleTooLarge,
-			fmt.Sprintf("%v: ConfigMap %s keeps the last snapshot published (generation %d); shorten the rules or split the policy", want.renderErr, cmName, want.snapshot.Generation))
-	case want.renderErr != nil:
-		rendered = cond(gatev1.ConditionBootstrapRendered, false, ReasonBundleTooLarge,
-			fmt.Sprintf("%v: ConfigMap %s carries a snapshot that blocks every call; shorten the rules or split the policy", want.renderErr, cmName))
-	case want.kept:
-		rendered = cond(gatev1.ConditionBootstrapRendered, false, ReasonLastGoodKept,
-			fmt.Sprintf("ConfigMap %s keeps the last snapshot that compiled (generation %d) until the rules compile", cmName, want.snapshot.Generation))
-	case len(want.compileErrs) > 0:
-		rendered = cond(gatev1.ConditionBootstrapRendered, false, ReasonPolicyInvalid,
+	case want.build.RenderErr != nil && want.build.Kept:
+		return cond(false, gatev1.ReasonBundleTooLarge,
+			fmt.Sprintf("%v: ConfigMap %s keeps the last snapshot published (generation %d); shorten the rules or split the policy", want.build.RenderErr, cmName, want.build.Snapshot.Generation))
+	case want.build.RenderErr != nil:
+		return cond(false, gatev1.ReasonBundleTooLarge,
+			fmt.Sprintf("%v: ConfigMap %s carries a snapshot that blocks every call; shorten the rules or split the policy", want.build.RenderErr, cmName))
+	case want.build.Kept:
+		return cond(false, gatev1.ReasonLastGoodKept,
+			fmt.Sprintf("ConfigMap %s keeps the last snapshot that compiled (generation %d) until the rules compile", cmName, want.build.Snapshot.Generation))
+	case len(want.build.CompileErrs) > 0:
+		return cond(false, gatev1.ReasonPolicyInvalid,
 			fmt.Sprintf("the rules do not compile and there is no snapshot this controller published to keep: ConfigMap %s carries a snapshot that blocks every call", cmName))
-	default:
-		rendered = cond(gatev1.ConditionBootstrapRendered, true, ReasonRendered, fmt.Sprintf("ConfigMap %s holds bootstrap %s", cmName, want.bundle.Hash))
 	}
+	return cond(true, gatev1.ReasonRendered, fmt.Sprintf("ConfigMap %s holds bootstrap %s", cmName, want.build.Bundle.Hash))
+}
+
+func egressCondition(p *gatev1.HarnessAgentPolicy, want *desiredState) metav1.Condition {
 	npName := networkPolicyName(p)
+	cond := func(ok bool, reason, msg string) metav1.Condition {
+		return newCondition(p, gatev1.ConditionEgressEnforced, ok, reason, msg)
+	}
 	switch {
 	case want.networkPolicyErr != nil:
-		egress = cond(gatev1.ConditionEgressEnforced, false, ReasonApplyFailed,
+		return cond(false, gatev1.ReasonApplyFailed,
 			fmt.Sprintf("applying NetworkPolicy %s failed, so the egress in force before this generation stays: %v", npName, want.networkPolicyErr))
 	case len(want.shadowing) > 0:
-		egress = cond(gatev1.ConditionEgressEnforced, false, ReasonShadowedByPolicy,
+		return cond(false, gatev1.ReasonShadowedByPolicy,
 			fmt.Sprintf("NetworkPolicy %s also selects governed pods and allows egress; NetworkPolicy allows add up, so it reopens what %s denies: narrow its podSelector or remove its egress rules", strings.Join(want.shadowing, ", "), npName))
 	case want.egressKept:
-		egress = cond(gatev1.ConditionEgressEnforced, false, ReasonLastGoodKept,
+		return cond(false, gatev1.ReasonLastGoodKept,
 			fmt.Sprintf("%s, so NetworkPolicy %s keeps the egress in force (%s); spec.egress is applied once the rules can be published", heldBackWhy(want), npName, modePhrase(want.egress.Mode)))
-	case want.heldBack():
-		egress = cond(gatev1.ConditionEgressEnforced, false, ReasonPolicyInvalid,
+	case want.build.HeldBack():
+		return cond(false, gatev1.ReasonPolicyInvalid,
 			fmt.Sprintf("%s and there is no egress in force to keep: NetworkPolicy %s denies all egress until the rules can be published", heldBackWhy(want), npName))
 	case want.resolution != nil && len(want.resolution.Unresolved) > 0 || len(want.egress.Rejected) > 0:
 		var msgs []string
-		reason := ReasonAddressesRejected
+		reason := gatev1.ReasonAddressesRejected
 		if want.resolution != nil && len(want.resolution.Unresolved) > 0 {
-			reason = ReasonHostsUnresolved
+			reason = gatev1.ReasonHostsUnresolved
 			msgs = append(msgs, fmt.Sprintf("%s resolved to no address and cannot be reached; check the names, or that the manager can reach DNS", strings.Join(want.resolution.Unresolved, ", ")))
 		}
 		if len(want.egress.Rejected) > 0 {
 			msgs = append(msgs, rejectedMessage(want.egress.Rejected))
 		}
-		egress = cond(gatev1.ConditionEgressEnforced, false, reason, strings.Join(msgs, "; "))
-	default:
-		msg := fmt.Sprintf("NetworkPolicy %s denies all egress", npName)
-		if want.egress.Mode == gatev1.EgressModeAllowList {
-			msg = fmt.Sprintf("NetworkPolicy %s allows DNS and %d addresses and %d CIDRs", npName, want.egress.Addresses, len(p.Spec.Egress.AllowedCIDRs))
-		}
-		egress = cond(gatev1.ConditionEgressEnforced, true, ReasonEnforced, msg)
+		return cond(false, reason, strings.Join(msgs, "; "))
+	case want.egress.Mode == gatev1.EgressModeAllowList:
+		return cond(true, gatev1.ReasonEnforced, fmt.Sprintf("NetworkPolicy %s allows DNS and %d addresses and %d CIDRs", npName, want.egress.Addresses, len(p.Spec.Egress.AllowedCIDRs)))
 	}
-	ready := cond(gatev1.ConditionReady, true, ReasonReady, "the policy is in force")
-	for _, c := range []metav1.Condition{rules, rendered, egress} {
-		if c.Status != metav1.ConditionTrue {
-			ready = cond(gatev1.ConditionReady, false, c.Reason, c.Type+": "+c.Message)
-			break
-		}
-	}
-	return []metav1.Condition{ready, rules, rendered, egress}
+	return cond(true, gatev1.ReasonEnforced, fmt.Sprintf("NetworkPolicy %s denies all egress", npName))
 }
 
 // writeStatus writes the status once, and only when it changed. Events mark the transitions
 // an operator of the cluster must see.
-func (r *HarnessAgentPolicyReconciler) writeStatus(ctx context.Context, p *gatev1.HarnessAgentPolicy, o *observedState, want *desiredState) error {
+// want is nil when the reconcile could not gather or compute (reconcileErr says why): Ready
+// says so, and the rest of the status stays as it was.
+func (r *HarnessAgentPolicyReconciler) writeStatus(ctx context.Context, p *gatev1.HarnessAgentPolicy, want *desiredState, reconcileErr error) error {
 	next := p.Status.DeepCopy()
-	next.ObservedGeneration = p.Generation
-	for _, c := range policyConditions(p, o, want) {
-		if c.Reason == ReasonCompileFailed && !conditionIs(p.Status.Conditions, c.Type, c.Status, c.Message) {
-			r.Recorder.Eventf(p, nil, "Warning", ReasonCompileFailed, "Compile", "%s", c.Message)
+	if want == nil {
+		if reconcileErr == nil {
+			return nil
 		}
-		if (c.Reason == ReasonShadowedByPolicy || c.Type == gatev1.ConditionEgressEnforced && len(want.egress.Rejected) > 0) &&
+		meta.SetStatusCondition(&next.Conditions, reconcileFailed(p, reconcileErr))
+		return r.patchStatus(ctx, p, next)
+	}
+	next.ObservedGeneration = p.Generation
+	for _, c := range policyConditions(p, want) {
+		if c.Reason == gatev1.ReasonCompileFailed && !conditionIs(p.Status.Conditions, c.Type, c.Status, c.Message) {
+			r.Recorder.Eventf(p, nil, "Warning", gatev1.ReasonCompileFailed, "Compile", "%s", c.Message)
+		}
+		if (c.Reason == gatev1.ReasonShadowedByPolicy || c.Type == gatev1.ConditionEgressEnforced && len(want.egress.Rejected) > 0) &&
 			!conditionIs(p.Status.Conditions, c.Type, c.Status, c.Message) {
 			r.Recorder.Eventf(p, nil, "Warning", c.Reason, "EnforceEgress", "%s", c.Message)
 		}
@@ -132,9 +119,9 @@ func (r *HarnessAgentPolicyReconciler) writeStatus(ctx context.Context, p *gatev
 	// The digest and hash record what this controller published: the last good bundle is
 	// recognised by them (lastGood), so a failed apply changes neither.
 	if want.configMapErr == nil {
-		next.SnapshotDigest = want.snapshot.Digest
-		next.RuleCount = int32(len(want.snapshot.Rules))
-		next.BootstrapHash = want.bundle.Hash
+		next.SnapshotDigest = want.build.Snapshot.Digest
+		next.RuleCount = int32(len(want.build.Snapshot.Rules))
+		next.BootstrapHash = want.build.Bundle.Hash
 	}
 	next.BootstrapConfigMap = configMapName(p)
 	next.NetworkPolicy = networkPolicyName(p)
@@ -150,6 +137,10 @@ func (r *HarnessAgentPolicyReconciler) writeStatus(ctx context.Context, p *gatev
 		eg.NextResolveTime = &metav1.Time{Time: res.Next.UTC().Truncate(1e9)}
 	}
 	next.Egress = eg
+	return r.patchStatus(ctx, p, next)
+}
+
+func (r *HarnessAgentPolicyReconciler) patchStatus(ctx context.Context, p *gatev1.HarnessAgentPolicy, next *gatev1.HarnessAgentPolicyStatus) error {
 	if equality.Semantic.DeepEqual(&p.Status, next) {
 		return nil
 	}
@@ -160,7 +151,7 @@ func (r *HarnessAgentPolicyReconciler) writeStatus(ctx context.Context, p *gatev
 
 // heldBackWhy says why the spec's rules cannot be published, for the egress condition.
 func heldBackWhy(want *desiredState) string {
-	if len(want.compileErrs) > 0 {
+	if len(want.build.CompileErrs) > 0 {
 		return "the rules do not compile"
 	}
 	return "the rules' bundle is too large to publish"
@@ -177,7 +168,7 @@ func modePhrase(m gatev1.EgressMode) string {
 const maxRejectedInMessage = 10
 
 // rejectedMessage names the hosts whose DNS answers were left out, with each address and why.
-func rejectedMessage(rejected []bootstrap.RejectedAddress) string {
+func rejectedMessage(rejected []egress.RejectedAddress) string {
 	var b strings.Builder
 	for i, r := range rejected {
 		if i == maxRejectedInMessage {
@@ -196,9 +187,4 @@ func rejectedMessage(rejected []bootstrap.RejectedAddress) string {
 	}
 	b.WriteString(": a DNS answer never opens these, so they are left out; to reach a private destination on purpose, list it in spec.egress.allowedCIDRs")
 	return b.String()
-}
-
-func conditionIs(conds []metav1.Condition, t string, s metav1.ConditionStatus, msg string) bool {
-	c := meta.FindStatusCondition(conds, t)
-	return c != nil && c.Status == s && c.Message == msg
 }

@@ -2,8 +2,8 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,13 +21,20 @@ import (
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups=gate.intutic.io,resources=sessionconfirmers,verbs=get;list;watch
-// +kubebuilder:rbac:groups=gate.intutic.io,resources=sessionconfirmers/status,verbs=get;patch
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=gate.intutic.io,resources=sessionconfirmers,verbs=list;watch
+// +kubebuilder:rbac:groups=gate.intutic.io,resources=sessionconfirmers/status,verbs=patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=list;watch;create;patch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=list;watch;create;patch
+
+// Secrets are read past the cache (APIReader), one by name: get, never list or watch.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// The confirmer's Role grants it its Lease; RBAC lets the manager create that Role only if it
+// holds the same permissions itself (the escalation check), so it holds them. The manager
+// takes no Lease with them.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 
 // SessionConfirmerReconciler runs a confirmer Deployment for each SessionConfirmer: a
 // Deployment, Service and ServiceAccount, a Role and RoleBinding for its leader-election Lease,
@@ -45,7 +52,8 @@ type SessionConfirmerReconciler struct {
 // secretRecheck is how often a SessionConfirmer waiting for a Secret looks again.
 const secretRecheck = 30 * time.Second
 
-func (r *SessionConfirmerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile implements reconcile.Reconciler.
+func (r *SessionConfirmerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	sc := &gatev1.SessionConfirmer{}
 	if err := r.Client.Get(ctx, req.NamespacedName, sc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -53,23 +61,36 @@ func (r *SessionConfirmerReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if !sc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
+	// Phases: gather, then apply the children once the policy and the Secrets are there. The
+	// status is written once, after them, whatever they did.
+	var o *confirmerObserved
+	var applied confirmerApplied
+	defer func() {
+		if err := r.writeConfirmerStatus(ctx, sc, o, applied, retErr); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
 	o, err := r.gatherConfirmer(ctx, sc)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	deploy := o.policy != nil && len(o.missingSecrets) == 0
-	if deploy {
-		if err := r.applyConfirmer(ctx, sc, o); err != nil {
-			return ctrl.Result{}, err
+	if o.policy != nil && len(o.missingSecrets) == 0 {
+		applied.deployed = true
+		if applied.err = r.applyConfirmer(ctx, sc, o); applied.err != nil {
+			return ctrl.Result{}, applied.err
 		}
-	}
-	if err := r.writeConfirmerStatus(ctx, sc, o, deploy); err != nil {
-		return ctrl.Result{}, err
 	}
 	if len(o.missingSecrets) > 0 {
 		return ctrl.Result{RequeueAfter: secretRecheck}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// confirmerApplied is what the apply phase did: whether it applied the children, and the
+// refusal of the first one the API server refused (a *childError).
+type confirmerApplied struct {
+	deployed bool
+	err      error
 }
 
 // confirmerObserved is what a reconcile reads.
@@ -83,11 +104,10 @@ type confirmerObserved struct {
 func (r *SessionConfirmerReconciler) gatherConfirmer(ctx context.Context, sc *gatev1.SessionConfirmer) (*confirmerObserved, error) {
 	o := &confirmerObserved{}
 	p := &gatev1.HarnessAgentPolicy{}
-	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: sc.Namespace, Name: sc.Spec.PolicyRef.Name}, p); {
-	case err == nil:
-		o.policy = p
-	case !apierrors.IsNotFound(err):
+	if found, err := getOptional(ctx, r.Client, types.NamespacedName{Namespace: sc.Namespace, Name: sc.Spec.PolicyRef.Name}, p); err != nil {
 		return nil, err
+	} else if found {
+		o.policy = p
 	}
 	refs := []gatev1.SecretKeyReference{sc.Spec.Anthropic.APIKeySecretRef}
 	if sc.Spec.Webhook != nil {
@@ -105,19 +125,18 @@ func (r *SessionConfirmerReconciler) gatherConfirmer(ctx context.Context, sc *ga
 			o.missingSecrets = append(o.missingSecrets, ref.Name+"/"+ref.Key)
 		}
 	}
+	key := types.NamespacedName{Namespace: sc.Namespace, Name: confirmerName(sc)}
 	d := &appsv1.Deployment{}
-	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: sc.Namespace, Name: confirmerName(sc)}, d); {
-	case err == nil:
-		o.deployment = d
-	case !apierrors.IsNotFound(err):
+	if found, err := getOptional(ctx, r.Client, key, d); err != nil {
 		return nil, err
+	} else if found {
+		o.deployment = d
 	}
 	pdb := &policyv1.PodDisruptionBudget{}
-	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: sc.Namespace, Name: confirmerName(sc)}, pdb); {
-	case err == nil:
-		o.pdb = pdb
-	case !apierrors.IsNotFound(err):
+	if found, err := getOptional(ctx, r.Client, key, pdb); err != nil {
 		return nil, err
+	} else if found {
+		o.pdb = pdb
 	}
 	return o, nil
 }
@@ -161,5 +180,3 @@ func (r *SessionConfirmerReconciler) confirmersOfPolicy(ctx context.Context, obj
 	}
 	return reqs
 }
-
-func joinIDs(ids []string) string { return strings.Join(ids, ",") }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 func newConfirmerObj(ns string) *gatev1.SessionConfirmer {
@@ -41,7 +42,7 @@ func newConfirmerObj(ns string) *gatev1.SessionConfirmer {
 func createSecret(t *testing.T, ns, name, key string) {
 	t.Helper()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{key: []byte("sk-ant-not-logged")}}
-	if err := k8sClient.Create(testContext(t), s); err != nil {
+	if err := k8sClient.Create(testutil.Context(t, 60*time.Second), s); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -49,8 +50,8 @@ func createSecret(t *testing.T, ns, name, key string) {
 func waitConfirmer(t *testing.T, sc *gatev1.SessionConfirmer, typ string, status metav1.ConditionStatus, reason string) *gatev1.SessionConfirmer {
 	t.Helper()
 	got := &gatev1.SessionConfirmer{}
-	eventually(t, 20*time.Second, func() error {
-		if err := k8sClient.Get(testContext(t), client.ObjectKeyFromObject(sc), got); err != nil {
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if err := k8sClient.Get(testutil.Context(t, 60*time.Second), client.ObjectKeyFromObject(sc), got); err != nil {
 			return err
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, typ)
@@ -70,13 +71,13 @@ func waitConfirmer(t *testing.T, sc *gatev1.SessionConfirmer, typ string, status
 }
 
 func TestConfirmerWaitsForPolicyAndSecrets(t *testing.T) {
-	ctx := testContext(t)
-	ns := createNamespace(t, ctx)
+	ctx := testutil.Context(t, 60*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "policy-")
 	sc := newConfirmerObj(ns)
 	if err := k8sClient.Create(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
-	got := waitConfirmer(t, sc, gatev1.ConditionPolicyResolved, metav1.ConditionFalse, ReasonPolicyNotFound)
+	got := waitConfirmer(t, sc, gatev1.ConditionPolicyResolved, metav1.ConditionFalse, gatev1.ReasonPolicyNotFound)
 	if c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse {
 		t.Fatalf("Ready %+v", c)
 	}
@@ -85,7 +86,7 @@ func TestConfirmerWaitsForPolicyAndSecrets(t *testing.T) {
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	got = waitConfirmer(t, sc, gatev1.ConditionAvailable, metav1.ConditionFalse, ReasonSecretMissing)
+	got = waitConfirmer(t, sc, gatev1.ConditionAvailable, metav1.ConditionFalse, gatev1.ReasonSecretMissing)
 	c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionAvailable)
 	if !strings.Contains(c.Message, "anthropic/api-key") || !strings.Contains(c.Message, "anthropic-webhook/signing-key") {
 		t.Fatalf("the condition does not name the missing keys: %q", c.Message)
@@ -97,12 +98,12 @@ func TestConfirmerWaitsForPolicyAndSecrets(t *testing.T) {
 	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "agents-confirmer"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a Deployment exists before its Secrets: %v", err)
 	}
-	waitConfirmer(t, sc, gatev1.ConditionPolicyResolved, metav1.ConditionTrue, ReasonPolicyResolved)
+	waitConfirmer(t, sc, gatev1.ConditionPolicyResolved, metav1.ConditionTrue, gatev1.ReasonPolicyResolved)
 }
 
 func TestConfirmerChildren(t *testing.T) {
-	ctx := testContext(t)
-	ns := createNamespace(t, ctx)
+	ctx := testutil.Context(t, 60*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "policy-")
 	p := newPolicy(ns, "coding-agents")
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
@@ -113,7 +114,7 @@ func TestConfirmerChildren(t *testing.T) {
 	if err := k8sClient.Create(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
-	got := waitConfirmer(t, sc, gatev1.ConditionAvailable, metav1.ConditionFalse, ReasonUnavailable)
+	got := waitConfirmer(t, sc, gatev1.ConditionAvailable, metav1.ConditionFalse, gatev1.ReasonUnavailable)
 	key := types.NamespacedName{Namespace: ns, Name: "agents-confirmer"}
 	d := &appsv1.Deployment{}
 	if err := k8sClient.Get(ctx, key, d); err != nil {
@@ -185,7 +186,7 @@ func TestConfirmerChildren(t *testing.T) {
 	if err := k8sClient.Status().Update(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	got = waitConfirmer(t, sc, gatev1.ConditionReady, metav1.ConditionTrue, ReasonReady)
+	got = waitConfirmer(t, sc, gatev1.ConditionReady, metav1.ConditionTrue, gatev1.ReasonReady)
 	pol := getPolicy(t, p)
 	if got.Status.ReadyReplicas != 2 || got.Status.ServiceURL != "http://agents-confirmer."+ns+".svc:8080" || got.Status.SnapshotDigest != pol.Status.SnapshotDigest || got.Status.SnapshotDigest == "" {
 		t.Fatalf("status %+v", got.Status)
@@ -196,7 +197,7 @@ func TestConfirmerChildren(t *testing.T) {
 	if err := k8sClient.Update(ctx, got); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if err := k8sClient.Get(ctx, key, &policyv1.PodDisruptionBudget{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("the PodDisruptionBudget is still there: %v", err)
 		}
@@ -218,7 +219,7 @@ func TestConfirmerChildren(t *testing.T) {
 	if err := k8sClient.Update(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		d := &appsv1.Deployment{}
 		if err := k8sClient.Get(ctx, key, d); err != nil {
 			return err
@@ -258,8 +259,8 @@ func podUserCanRead(pod *corev1.PodSpec, src *corev1.SecretVolumeSource) bool {
 // TestConfirmerLeaseIsItsOwn: the confirmer's ServiceAccount may create Leases and get or
 // update its own, and no other (RBAC as the API server enforces it, impersonating the account).
 func TestConfirmerLeaseIsItsOwn(t *testing.T) {
-	ctx := testContext(t)
-	ns := createNamespace(t, ctx)
+	ctx := testutil.Context(t, 60*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "policy-")
 	if err := k8sClient.Create(ctx, newPolicy(ns, "coding-agents")); err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +270,7 @@ func TestConfirmerLeaseIsItsOwn(t *testing.T) {
 	if err := k8sClient.Create(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
-	waitConfirmer(t, sc, gatev1.ConditionAvailable, metav1.ConditionFalse, ReasonUnavailable)
+	waitConfirmer(t, sc, gatev1.ConditionAvailable, metav1.ConditionFalse, gatev1.ReasonUnavailable)
 	cfg := rest.CopyConfig(testConfig)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":agents-confirmer"}
 	sa, err := client.New(cfg, client.Options{})
@@ -277,7 +278,7 @@ func TestConfirmerLeaseIsItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agents-confirmer"}}
-	eventually(t, 10*time.Second, func() error { return sa.Create(ctx, own) }) // the Role may still be on its way
+	testutil.Eventually(t, 10*time.Second, func() error { return sa.Create(ctx, own) }) // the Role may still be on its way
 	if err := sa.Get(ctx, client.ObjectKeyFromObject(own), own); err != nil {
 		t.Fatalf("get of its own Lease: %v", err)
 	}
@@ -293,5 +294,31 @@ func TestConfirmerLeaseIsItsOwn(t *testing.T) {
 	}
 	if err := sa.Update(ctx, other); !apierrors.IsForbidden(err) {
 		t.Fatalf("update of another Lease: want Forbidden, got %v", err)
+	}
+}
+
+// TestConfirmerRefusedApplyIsACondition: a child the API server refuses shows in Available and
+// Ready, naming the child and quoting the API server.
+func TestConfirmerRefusedApplyIsACondition(t *testing.T) {
+	ctx := testutil.Context(t, 60*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "policy-")
+	if err := k8sClient.Create(ctx, newPolicy(ns, "coding-agents")); err != nil {
+		t.Fatal(err)
+	}
+	createSecret(t, ns, "anthropic", "api-key")
+	createSecret(t, ns, "anthropic-webhook", "signing-key")
+	const message = "no new Deployments in this namespace"
+	refuseWrites(t, ns, "deployments", message)
+	sc := newConfirmerObj(ns)
+	if err := k8sClient.Create(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	got := waitConfirmer(t, sc, gatev1.ConditionAvailable, metav1.ConditionFalse, gatev1.ReasonApplyFailed)
+	c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionAvailable)
+	if !strings.Contains(c.Message, "Deployment agents-confirmer") || !strings.Contains(c.Message, message) {
+		t.Fatalf("the condition does not name the child and the API server's words: %q", c.Message)
+	}
+	if r := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionReady); r.Status != metav1.ConditionFalse || r.Reason != gatev1.ReasonApplyFailed {
+		t.Fatalf("Ready: %+v", r)
 	}
 }

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -29,14 +27,14 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/apiservertest"
-	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/egress"
 )
 
 var (
 	k8sClient client.Client
 	// testConfig is the API server's admin config, for tests that impersonate another user.
 	testConfig *rest.Config
-	resolver   = &fakeResolver{records: map[string][]bootstrap.Record{}}
+	resolver   = &fakeResolver{records: map[string][]egress.Record{}}
 )
 
 const testConfirmerImage = "registry.example/gate-confirmer:test"
@@ -63,7 +61,11 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)
 		return 1
 	}
-	defer env.Stop()
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+		}
+	}()
 
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -103,7 +105,9 @@ func runSuite(m *testing.M) int {
 	go func() { done <- mgr.Start(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "the manager stopped:", err)
+		}
 	}()
 	// A direct client: tests read what the API server holds, not a cache.
 	testConfig = cfg
@@ -125,21 +129,21 @@ func zapLevel() int8 {
 // fakeResolver answers from a table the tests set; unknown hosts do not resolve.
 type fakeResolver struct {
 	mu      sync.Mutex
-	records map[string][]bootstrap.Record
+	records map[string][]egress.Record
 	calls   map[string]int
 }
 
 func (f *fakeResolver) set(host string, ttl time.Duration, addrs ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var recs []bootstrap.Record
+	var recs []egress.Record
 	for _, a := range addrs {
-		recs = append(recs, bootstrap.Record{Addr: netip.MustParseAddr(a), TTL: ttl})
+		recs = append(recs, egress.Record{Addr: netip.MustParseAddr(a), TTL: ttl})
 	}
 	f.records[host] = recs
 }
 
-func (f *fakeResolver) Resolve(_ context.Context, host string) ([]bootstrap.Record, error) {
+func (f *fakeResolver) Resolve(_ context.Context, host string) ([]egress.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.calls == nil {
@@ -156,36 +160,4 @@ func (f *fakeResolver) callCount(host string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[host]
-}
-
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func createNamespace(t *testing.T, ctx context.Context) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "policy-"}}
-	if err := k8sClient.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
-
-// eventually polls check until it returns nil or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %v", timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

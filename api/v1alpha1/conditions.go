@@ -18,6 +18,44 @@ const (
 	ConditionAvailable = "Available"
 )
 
+// Condition reasons of HarnessAgentPolicy. A reason is the cause of the condition's status;
+// the condition's message says what to do about it.
+const (
+	ReasonCompiled          = "Compiled"
+	ReasonCompileFailed     = "CompileFailed"
+	ReasonRendered          = "Rendered"
+	ReasonLastGoodKept      = "LastGoodKept"
+	ReasonBundleTooLarge    = "BundleTooLarge"
+	ReasonPolicyInvalid     = "PolicyInvalid"
+	ReasonEnforced          = "Enforced"
+	ReasonHostsUnresolved   = "HostsUnresolved"
+	ReasonAddressesRejected = "AddressesRejected"
+	ReasonShadowedByPolicy  = "ShadowedByPolicy"
+)
+
+// Condition reasons of SessionConfirmer.
+const (
+	ReasonPolicyResolved    = "PolicyResolved"
+	ReasonPolicyNotFound    = "PolicyNotFound"
+	ReasonPolicyNotReady    = "PolicyNotReady"
+	ReasonSecretMissing     = "SecretMissing"
+	ReasonDeploymentPending = "DeploymentPending"
+	ReasonAvailable         = "Available"
+	ReasonUnavailable       = "Unavailable"
+)
+
+// Condition reasons of both kinds.
+const (
+	// ReasonReady: every other condition is True.
+	ReasonReady = "Ready"
+	// ReasonApplyFailed: the API server refused a child; the message names it and quotes the
+	// API server.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonReconcileFailed: the controller could not read what it needs (the message says
+	// what); nothing was changed.
+	ReasonReconcileFailed = "ReconcileFailed"
+)
+
 // Labels and annotations on children.
 const (
 	// LabelManagedBy marks every child of the operator.

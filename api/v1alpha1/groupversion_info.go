@@ -7,8 +7,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -16,8 +17,20 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "gate.intutic.io", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the kinds of this API with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// It is apimachinery's builder rather than controller-runtime's (deprecated), so importing
+	// this API does not pull in controller-runtime.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the kinds of this API to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+// addKnownTypes registers every kind of this API, and the meta types of its group version.
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
+		&HarnessAgentPolicy{}, &HarnessAgentPolicyList{},
+		&SessionConfirmer{}, &SessionConfirmerList{},
+	)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -301,7 +301,3 @@ type HarnessAgentPolicyList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []HarnessAgentPolicy `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&HarnessAgentPolicy{}, &HarnessAgentPolicyList{})
-}

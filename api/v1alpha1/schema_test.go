@@ -24,6 +24,7 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/apiservertest"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 var k8sClient client.Client
@@ -65,25 +66,8 @@ func runWithAPIServer(m *testing.M) int {
 	return m.Run()
 }
 
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// createNamespace makes a fresh namespace for one test.
-func createNamespace(t *testing.T, ctx context.Context) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "schema-"}}
-	if err := k8sClient.Create(ctx, ns); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	return ns.Name
-}
-
 func TestSamplesAreAccepted(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	paths, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "gate_*.yaml"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no samples found: %v", err)
@@ -109,8 +93,8 @@ func TestSamplesAreAccepted(t *testing.T) {
 }
 
 func TestPolicyDefaults(t *testing.T) {
-	ctx := testContext(t)
-	ns := createNamespace(t, ctx)
+	ctx := testutil.Context(t, 30*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "schema-")
 	minimal := &gatev1.HarnessAgentPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "minimal", Namespace: ns},
 		Spec: gatev1.HarnessAgentPolicySpec{
@@ -143,8 +127,8 @@ func TestPolicyDefaults(t *testing.T) {
 }
 
 func TestConfirmerDefaults(t *testing.T) {
-	ctx := testContext(t)
-	ns := createNamespace(t, ctx)
+	ctx := testutil.Context(t, 30*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "schema-")
 	minimal := &gatev1.SessionConfirmer{
 		ObjectMeta: metav1.ObjectMeta{Name: "minimal", Namespace: ns},
 		Spec: gatev1.SessionConfirmerSpec{
@@ -206,7 +190,7 @@ type rejection struct {
 
 // assertRejected creates obj with server-side dry-run and checks the refusal names the field
 // and carries the message, as kubectl would show it.
-func assertRejected(t *testing.T, ctx context.Context, obj client.Object, want rejection) {
+func assertRejected(ctx context.Context, t *testing.T, obj client.Object, want rejection) {
 	t.Helper()
 	err := k8sClient.Create(ctx, obj, client.DryRunAll)
 	if err == nil {
@@ -228,8 +212,8 @@ func assertRejected(t *testing.T, ctx context.Context, obj client.Object, want r
 }
 
 func TestPolicyValidPasses(t *testing.T) {
-	ctx := testContext(t)
-	ns := createNamespace(t, ctx)
+	ctx := testutil.Context(t, 30*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "schema-")
 	if err := k8sClient.Create(ctx, validPolicy(ns), client.DryRunAll); err != nil {
 		t.Fatalf("the base policy of the rejection table is itself rejected: %v", err)
 	}
@@ -239,8 +223,8 @@ func TestPolicyValidPasses(t *testing.T) {
 }
 
 func TestPolicyRejections(t *testing.T) {
-	ctx := testContext(t)
-	ns := createNamespace(t, ctx)
+	ctx := testutil.Context(t, 30*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "schema-")
 	manyRules := make([]gatev1.Rule, 513)
 	for i := range manyRules {
 		manyRules[i] = gatev1.Rule{Name: fmt.Sprintf("r%d", i), Action: gatev1.ActionAllow}
@@ -302,7 +286,7 @@ func TestPolicyRejections(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := validPolicy(ns)
 			tc.mutate(&obj.Spec)
-			assertRejected(t, ctx, obj, tc.rejection)
+			assertRejected(ctx, t, obj, tc.rejection)
 		})
 	}
 }
@@ -329,8 +313,8 @@ func rulesOfText(n int) []gatev1.Rule {
 // TestLargestRulesAccepted: the largest rules the size rule admits are accepted (the bundle
 // test in internal/bootstrap shows that they fit in the bootstrap ConfigMap).
 func TestLargestRulesAccepted(t *testing.T) {
-	ctx := testContext(t)
-	obj := validPolicy(createNamespace(t, ctx))
+	ctx := testutil.Context(t, 30*time.Second)
+	obj := validPolicy(testutil.CreateNamespace(ctx, t, k8sClient, "schema-"))
 	obj.Spec.Rules = rulesOfText(gatev1.MaxRulesTextBytes)
 	if err := k8sClient.Create(ctx, obj, client.DryRunAll); err != nil {
 		t.Fatalf("rules of exactly %d bytes were refused: %v", gatev1.MaxRulesTextBytes, err)
@@ -339,8 +323,8 @@ func TestLargestRulesAccepted(t *testing.T) {
 
 // TestRequiredFields sends objects the way kubectl would, with the field absent.
 func TestRequiredFields(t *testing.T) {
-	ctx := testContext(t)
-	ns := createNamespace(t, ctx)
+	ctx := testutil.Context(t, 30*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "schema-")
 	selector := map[string]any{"matchLabels": map[string]any{"app": "agent"}}
 	cases := []struct {
 		rejection
@@ -366,14 +350,14 @@ func TestRequiredFields(t *testing.T) {
 				"metadata":   map[string]any{"name": "required", "namespace": ns},
 				"spec":       tc.spec,
 			}}
-			assertRejected(t, ctx, obj, tc.rejection)
+			assertRejected(ctx, t, obj, tc.rejection)
 		})
 	}
 }
 
 func TestConfirmerRejections(t *testing.T) {
-	ctx := testContext(t)
-	ns := createNamespace(t, ctx)
+	ctx := testutil.Context(t, 30*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "schema-")
 	cases := []struct {
 		rejection
 		mutate func(*gatev1.SessionConfirmerSpec)
@@ -409,14 +393,14 @@ func TestConfirmerRejections(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := validConfirmer(ns)
 			tc.mutate(&obj.Spec)
-			assertRejected(t, ctx, obj, tc.rejection)
+			assertRejected(ctx, t, obj, tc.rejection)
 		})
 	}
 }
 
 func TestConfirmerDurationNotParsable(t *testing.T) {
-	ctx := testContext(t)
-	ns := createNamespace(t, ctx)
+	ctx := testutil.Context(t, 30*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "schema-")
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": gatev1.GroupVersion.String(),
 		"kind":       "SessionConfirmer",

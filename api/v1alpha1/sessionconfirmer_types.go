@@ -197,7 +197,3 @@ type SessionConfirmerList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SessionConfirmer `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SessionConfirmer{}, &SessionConfirmerList{})
-}

@@ -70,10 +70,13 @@ func shellQuote(s string) string {
 // shellWord is s as one sh word: unchanged when it holds only characters sh never treats
 // specially, quoted otherwise.
 func shellWord(s string) string {
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-+", c)) {
-			return shellQuote(s)
-		}
+	if strings.ContainsFunc(s, shellSpecial) {
+		return shellQuote(s)
 	}
 	return s
+}
+
+// shellSpecial reports whether c is anything but a letter, a digit or one of "/._-+".
+func shellSpecial(c rune) bool {
+	return (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && !strings.ContainsRune("/._-+", c)
 }

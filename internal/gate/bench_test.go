@@ -4,17 +4,17 @@ import (
 	"fmt"
 	"testing"
 
-	. "github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
 
-func mustPolicy(b testing.TB, rules []Rule) *Policy {
+func mustPolicy(b testing.TB, rules []gate.Rule) *gate.Policy {
 	b.Helper()
-	s, err := BuildSnapshot(PolicyMeta{Policy: "bench/p", Generation: 1}, rules)
+	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "bench/p", Generation: 1}, rules)
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, errs := Compile(s)
+	p, errs := gate.Compile(s)
 	if len(errs) > 0 {
 		b.Fatal(errs)
 	}
@@ -23,25 +23,25 @@ func mustPolicy(b testing.TB, rules []Rule) *Policy {
 
 var benchCalls = []struct {
 	name string
-	call Call
+	call gate.Call
 }{
-	{"bash", Call{Tool: "Bash", Input: map[string]any{"command": "go test ./... -run TestDecide -count=1", "description": "run the tests"}, Surface: SurfaceHook}},
-	{"write", Call{Tool: "Write", Input: map[string]any{"file_path": "/workspace/internal/gate/gate.go", "content": "package gate\n"}, Surface: SurfaceHook}},
-	{"webfetch", Call{Tool: "WebFetch", Input: map[string]any{"url": "https://pkg.go.dev/cel.dev/cel-go", "prompt": "summarise"}, Surface: SurfaceHarness}},
-	{"mcp", Call{Tool: "mcp__server2__deploy", Input: map[string]any{"service": "api", "environment": "staging"}, Surface: SurfaceManagedAgents}},
+	{"bash", gate.Call{Tool: "Bash", Input: map[string]any{"command": "go test ./... -run TestDecide -count=1", "description": "run the tests"}, Surface: gate.SurfaceHook}},
+	{"write", gate.Call{Tool: "Write", Input: map[string]any{"file_path": "/workspace/internal/gate/gate.go", "content": "package gate\n"}, Surface: gate.SurfaceHook}},
+	{"webfetch", gate.Call{Tool: "WebFetch", Input: map[string]any{"url": "https://pkg.go.dev/cel.dev/cel-go", "prompt": "summarise"}, Surface: gate.SurfaceHarness}},
+	{"mcp", gate.Call{Tool: "mcp__server2__deploy", Input: map[string]any{"service": "api", "environment": "staging"}, Surface: gate.SurfaceManagedAgents}},
 }
 
 // BenchmarkGuard decides pre-decoded calls against 10, 100 and 500 realistic rules.
 func BenchmarkGuard(b *testing.B) {
 	for _, n := range []int{10, 100, 500} {
-		g := New("")
+		g := gate.New("")
 		g.Swap(mustPolicy(b, gatetest.RealisticRules(n)))
 		for _, bc := range benchCalls {
 			b.Run(fmt.Sprintf("rules=%d/%s", n, bc.name), func(b *testing.B) {
 				call := bc.call
 				b.ReportAllocs()
 				for b.Loop() {
-					if d := g.Decide(&call); d.Verdict != Allow {
+					if d := g.Decide(&call); d.Verdict != gate.Allow {
 						b.Fatalf("want Allow, got %+v", d)
 					}
 				}
@@ -53,14 +53,14 @@ func BenchmarkGuard(b *testing.B) {
 // BenchmarkGuardScaling keeps 10 shell rules and adds rules for other tools: the cost of a
 // shell decision follows the rules that match the tool, not the total.
 func BenchmarkGuardScaling(b *testing.B) {
-	shell := make([]Rule, 0, 10)
+	shell := make([]gate.Rule, 0, 10)
 	for _, r := range gatetest.RealisticRules(200) {
 		if len(shell) < 10 && (r.Tools[0] == "bash" || r.Tools[0] == "Bash") {
 			shell = append(shell, r)
 		}
 	}
 	for _, others := range []int{0, 90, 490} {
-		rules := append([]Rule{}, shell...)
+		rules := append([]gate.Rule{}, shell...)
 		for i, r := range gatetest.RealisticRules(others * 3) {
 			if len(rules) == 10+others {
 				break
@@ -70,7 +70,7 @@ func BenchmarkGuardScaling(b *testing.B) {
 				rules = append(rules, r)
 			}
 		}
-		g := New("")
+		g := gate.New("")
 		g.Swap(mustPolicy(b, rules))
 		call := benchCalls[0].call
 		b.Run(fmt.Sprintf("total=%d/matching=10", len(rules)), func(b *testing.B) {
@@ -84,12 +84,12 @@ func BenchmarkGuardScaling(b *testing.B) {
 
 // BenchmarkGuardBlocked measures a call that the regex rule blocks (the CEL path, no prefilter skip).
 func BenchmarkGuardBlocked(b *testing.B) {
-	g := New("")
+	g := gate.New("")
 	g.Swap(mustPolicy(b, gatetest.RealisticRules(100)))
-	call := Call{Tool: "Bash", Input: map[string]any{"command": "rm -rf /data3"}, Surface: SurfaceHook}
+	call := gate.Call{Tool: "Bash", Input: map[string]any{"command": "rm -rf /data3"}, Surface: gate.SurfaceHook}
 	b.ReportAllocs()
 	for b.Loop() {
-		if d := g.Decide(&call); d.Verdict != Block {
+		if d := g.Decide(&call); d.Verdict != gate.Block {
 			b.Fatalf("want Block, got %+v", d)
 		}
 	}

@@ -3,6 +3,7 @@ package gate
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/ext"
@@ -35,6 +36,16 @@ func (es FieldErrors) Error() string {
 	}
 }
 
+// The variables of a rule's `when`: the CEL environment declares them, the activation resolves
+// them, and a prefilter names the one it reads (Prefilter.Var).
+const (
+	varTool    = "tool"
+	varServer  = "server"
+	varInput   = "input"
+	varSurface = "surface"
+	varSession = "session"
+)
+
 var (
 	envOnce sync.Once
 	celEnv  *cel.Env
@@ -46,11 +57,11 @@ var (
 func environment() (*cel.Env, error) {
 	envOnce.Do(func() {
 		celEnv, envErr = cel.NewEnv(
-			cel.Variable("tool", cel.StringType),
-			cel.Variable("server", cel.StringType),
-			cel.Variable("input", cel.MapType(cel.StringType, cel.DynType)),
-			cel.Variable("surface", cel.StringType),
-			cel.Variable("session", cel.StringType),
+			cel.Variable(varTool, cel.StringType),
+			cel.Variable(varServer, cel.StringType),
+			cel.Variable(varInput, cel.MapType(cel.StringType, cel.DynType)),
+			cel.Variable(varSurface, cel.StringType),
+			cel.Variable(varSession, cel.StringType),
 			ext.Strings(),
 		)
 	})
@@ -112,6 +123,7 @@ func (l *lazyProgram) get() (cel.Program, error) {
 // checkExpression compiles a rule's when and checks that it yields a bool (or dyn, checked
 // again at evaluation).
 func checkExpression(env *cel.Env, r Rule) (*cel.Ast, error) {
+	expressionChecks.Add(1)
 	checked, iss := env.Compile(r.When)
 	if iss.Err() != nil {
 		return nil, iss.Err()
@@ -121,6 +133,10 @@ func checkExpression(env *cel.Env, r Rule) (*cel.Ast, error) {
 	}
 	return checked, nil
 }
+
+// expressionChecks counts the expressions parsed and type-checked, for the test that a snapshot
+// build checks each once.
+var expressionChecks atomic.Int64
 
 // compileRule compiles one rule. Problems are returned as field errors under spec.rules[i].
 func compileRule(i int, r Rule) (compiledRule, FieldErrors) {
@@ -164,48 +180,43 @@ func compileRule(i int, r Rule) (compiledRule, FieldErrors) {
 }
 
 // ValidateRules compiles every rule and returns every problem: malformed tool patterns, CEL
-// compile errors, a when that is not boolean, and duplicate names. The controller calls it
-// before building a snapshot.
+// compile errors, a when that is not boolean, and duplicate names.
 func ValidateRules(rules []Rule) FieldErrors {
+	_, errs := compileSource(rules)
+	return errs
+}
+
+// compileSource compiles the rules as a policy states them, once each: it returns every
+// problem (as ValidateRules) and, when there is none, the rules with their prefilters derived
+// from the checked expressions.
+func compileSource(rules []Rule) ([]Rule, FieldErrors) {
 	if _, err := environment(); err != nil {
-		return FieldErrors{{"spec.rules", "the CEL environment cannot be built: " + err.Error()}}
+		return nil, FieldErrors{{"spec.rules", "the CEL environment cannot be built: " + err.Error()}}
 	}
 	var errs FieldErrors
+	out := make([]Rule, len(rules))
 	seen := make(map[string]int, len(rules))
 	for i, r := range rules {
 		if j, dup := seen[r.Name]; dup {
 			errs = append(errs, FieldError{fmt.Sprintf("spec.rules[%d].name", i), fmt.Sprintf("%q is already the name of spec.rules[%d]", r.Name, j)})
 		}
 		seen[r.Name] = i
-		r.Prefilter = nil // validate the source, not a derived form
+		r.Prefilter = nil // compile the source, not a derived form
 		cr, ferrs := compileRule(i, r)
 		errs = append(errs, ferrs...)
-		if cr.program != nil {
+		if cr.program != nil && len(ferrs) == 0 {
 			if _, err := cr.program.get(); err != nil {
 				errs = append(errs, FieldError{fmt.Sprintf("spec.rules[%d].when", i), err.Error()})
+			} else {
+				// check() is memoised: the prefilter comes from the same checked expression.
+				checked, _ := cr.program.check()
+				r.Prefilter = boundedPrefilter(prefilterOf(checked.NativeRep().Expr()), r.When)
 			}
-		}
-	}
-	return errs
-}
-
-// withPrefilters returns the rules with the prefilter of each when filled in.
-func withPrefilters(rules []Rule) ([]Rule, FieldErrors) {
-	env, err := environment()
-	if err != nil {
-		return nil, FieldErrors{{"spec.rules", "the CEL environment cannot be built: " + err.Error()}}
-	}
-	out := make([]Rule, len(rules))
-	for i, r := range rules {
-		r.Prefilter = nil
-		if r.When != "" {
-			checked, err := checkExpression(env, r)
-			if err != nil {
-				return nil, FieldErrors{{fmt.Sprintf("spec.rules[%d].when", i), err.Error()}}
-			}
-			r.Prefilter = boundedPrefilter(prefilterOf(checked.NativeRep().Expr()), r.When)
 		}
 		out[i] = r
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return out, nil
 }

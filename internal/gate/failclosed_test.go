@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	. "github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gate"
 )
 
 // Fail closed: every fault ends in a refusal, never an unevaluated Allow.
@@ -29,7 +29,7 @@ func TestUndecodableHookInputIsRefused(t *testing.T) {
 	}
 	for name, toolInput := range cases {
 		t.Run(name, func(t *testing.T) {
-			call, _, err := ParseHookInput([]byte(`{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":` + toolInput + `}`))
+			call, _, err := gate.ParseHookInput([]byte(`{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":` + toolInput + `}`))
 			if err == nil {
 				t.Fatalf("undecodable tool_input was accepted as %v", call.Input)
 			}
@@ -39,7 +39,7 @@ func TestUndecodableHookInputIsRefused(t *testing.T) {
 		})
 	}
 	// What decodes keeps its shape: a string holding a non-object is wrapped in args.
-	call, _, err := ParseHookInput([]byte(`{"tool_name":"custom","tool_input":"[1,\"a\"]"}`))
+	call, _, err := gate.ParseHookInput([]byte(`{"tool_name":"custom","tool_input":"[1,\"a\"]"}`))
 	if err != nil || fmtValue(call.Input) != `map[args:[[1 a]]]` {
 		t.Fatalf("got %v, %v", call, err)
 	}
@@ -48,19 +48,19 @@ func TestUndecodableHookInputIsRefused(t *testing.T) {
 // TestCostOverrunRefusedUnderIgnore: input too large for a rule to judge within the cost limit
 // is refused with input_too_costly under either failure policy; it is not a rule bug to skip.
 func TestCostOverrunRefusedUnderIgnore(t *testing.T) {
-	block := Rule{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.matches("rm\\s+-rf\\s+/")`, Action: Block, Reason: "destructive command"}
-	buggy := Rule{Name: "needs-field", Tools: []string{"bash"}, When: `input.missing == "x"`, Action: Block, Reason: "never"}
+	block := gate.Rule{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.matches("rm\\s+-rf\\s+/")`, Action: gate.Block, Reason: "destructive command"}
+	buggy := gate.Rule{Name: "needs-field", Tools: []string{"bash"}, When: `input.missing == "x"`, Action: gate.Block, Reason: "never"}
 	padded := bash("rm -rf /" + strings.Repeat(" ", 4<<20))
-	for _, fp := range []FailurePolicy{Ignore, Fail} {
-		g := gateFor(t, PolicyMeta{FailurePolicy: fp}, block)
+	for _, fp := range []gate.FailurePolicy{gate.Ignore, gate.Fail} {
+		g := gateFor(t, gate.PolicyMeta{FailurePolicy: fp}, block)
 		d := g.Decide(padded)
-		if d.Verdict != Block || d.Code != CodeInputTooCostly || d.Rule != "no-root-rm" || !strings.Contains(d.Reason, "cost limit") {
+		if d.Verdict != gate.Block || d.Code != gate.CodeInputTooCostly || d.Rule != "no-root-rm" || !strings.Contains(d.Reason, "cost limit") {
 			t.Fatalf("%s: want an input_too_costly Block, got %+v", fp, d)
 		}
 	}
 	// A genuine evaluation error is still skipped under Ignore.
-	g := gateFor(t, PolicyMeta{FailurePolicy: Ignore}, buggy)
-	if d := g.Decide(bash("ls")); d.Verdict != Allow {
+	g := gateFor(t, gate.PolicyMeta{FailurePolicy: gate.Ignore}, buggy)
+	if d := g.Decide(bash("ls")); d.Verdict != gate.Allow {
 		t.Fatalf("an erroring rule under Ignore must be skipped, got %+v", d)
 	}
 }
@@ -83,13 +83,13 @@ func TestEvaluationErrorsDoNotQuoteInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.when, func(t *testing.T) {
-			g := gateFor(t, PolicyMeta{FailurePolicy: Fail}, Rule{Name: "r", When: tc.when, Action: Allow})
-			d := g.Decide(&Call{Tool: "Bash", Input: map[string]any{"t": secret, "n": float64(1)}})
+			g := gateFor(t, gate.PolicyMeta{FailurePolicy: gate.Fail}, gate.Rule{Name: "r", When: tc.when, Action: gate.Allow})
+			d := g.Decide(&gate.Call{Tool: "Bash", Input: map[string]any{"t": secret, "n": float64(1)}})
 			b, _ := json.Marshal(d)
 			if bytes.Contains(b, []byte(secret)) || bytes.Contains(b, []byte("SECRET")) {
 				t.Fatalf("the decision quotes the input: %s", b)
 			}
-			if want := "rule r could not be evaluated: " + tc.kind; d.Verdict != Block || d.Code != CodeRuleError || d.Reason != want {
+			if want := "rule r could not be evaluated: " + tc.kind; d.Verdict != gate.Block || d.Code != gate.CodeRuleError || d.Reason != want {
 				t.Fatalf("got %s, want a rule_error Block with reason %q", b, want)
 			}
 		})
@@ -100,36 +100,36 @@ func TestEvaluationErrorsDoNotQuoteInput(t *testing.T) {
 // that reports another server beside it, or a server that would join into another server's
 // name, is refused, so rules written for server a never judge it.
 func TestMCPServerCannotPoseAsAnother(t *testing.T) {
-	g := gateFor(t, PolicyMeta{DefaultAction: Block}, Rule{Name: "github-ok", Tools: []string{"mcp__github__*"}, Action: Allow, Reason: "github is trusted"})
+	g := gateFor(t, gate.PolicyMeta{DefaultAction: gate.Block}, gate.Rule{Name: "github-ok", Tools: []string{"mcp__github__*"}, Action: gate.Allow, Reason: "github is trusted"})
 	cases := []struct {
 		name, tool, server string
-		verdict            Verdict
+		verdict            gate.Verdict
 		code               string
 	}{
-		{"name and server agree", "mcp__github__create_issue", "github", Allow, ""},
-		{"server agrees but for case", "mcp__github__create_issue", "GitHub", Allow, ""},
-		{"no server reported", "mcp__github__create_issue", "", Allow, ""},
-		{"joined", "create_issue", "github", Allow, ""},
-		{"another server reported", "mcp__github__create_issue", "evil", Block, CodeInputInvalid},
-		{"a server that joins into another's name", "create_issue", "github__evil", Block, CodeInputInvalid},
-		{"a server that ends in an underscore", "_create_issue", "github_", Block, CodeInputInvalid},
-		{"an mcp name without a tool", "mcp__github", "", Block, CodeInputInvalid},
+		{"name and server agree", "mcp__github__create_issue", "github", gate.Allow, ""},
+		{"server agrees but for case", "mcp__github__create_issue", "GitHub", gate.Allow, ""},
+		{"no server reported", "mcp__github__create_issue", "", gate.Allow, ""},
+		{"joined", "create_issue", "github", gate.Allow, ""},
+		{"another server reported", "mcp__github__create_issue", "evil", gate.Block, gate.CodeInputInvalid},
+		{"a server that joins into another's name", "create_issue", "github__evil", gate.Block, gate.CodeInputInvalid},
+		{"a server that ends in an underscore", "_create_issue", "github_", gate.Block, gate.CodeInputInvalid},
+		{"an mcp name without a tool", "mcp__github", "", gate.Block, gate.CodeInputInvalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := g.Decide(&Call{Tool: tc.tool, Server: tc.server, Input: map[string]any{}})
+			d := g.Decide(&gate.Call{Tool: tc.tool, Server: tc.server, Input: map[string]any{}})
 			if d.Verdict != tc.verdict || d.Code != tc.code {
 				t.Fatalf("tool %q server %q: got %+v, want %s %q", tc.tool, tc.server, d, tc.verdict, tc.code)
 			}
 		})
 	}
 	// Claude Code reports an MCP server by its configured name and folds it into tool names.
-	if name, server, err := ResolveTool("mcp__claude_ai_Gmail__search", "claude.ai Gmail"); err != nil || name != "mcp__claude_ai_Gmail__search" || server != "claude_ai_Gmail" {
+	if name, server, err := gate.ResolveTool("mcp__claude_ai_Gmail__search", "claude.ai Gmail"); err != nil || name != "mcp__claude_ai_Gmail__search" || server != "claude_ai_Gmail" {
 		t.Fatalf("got %q %q %v", name, server, err)
 	}
 	// The server the rules see is the one the name carries.
-	g = gateFor(t, PolicyMeta{}, Rule{Name: "srv", When: `server == "github"`, Action: Block, Reason: "srv"})
-	if d := g.Decide(&Call{Tool: "mcp__github__x", Server: "GitHub", Input: map[string]any{}}); d.Verdict != Block {
+	g = gateFor(t, gate.PolicyMeta{}, gate.Rule{Name: "srv", When: `server == "github"`, Action: gate.Block, Reason: "srv"})
+	if d := g.Decide(&gate.Call{Tool: "mcp__github__x", Server: "GitHub", Input: map[string]any{}}); d.Verdict != gate.Block {
 		t.Fatalf("got %+v", d)
 	}
 }
@@ -177,14 +177,14 @@ func TestToolGlobs(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.pattern+" vs "+tc.tool, func(t *testing.T) {
-			g := gateFor(t, PolicyMeta{}, Rule{Name: "r", Tools: []string{tc.pattern}, Action: Block, Reason: "matched"})
-			d := g.Decide(&Call{Tool: tc.tool, Input: map[string]any{}})
-			if got := d.Verdict == Block; got != tc.match {
+			g := gateFor(t, gate.PolicyMeta{}, gate.Rule{Name: "r", Tools: []string{tc.pattern}, Action: gate.Block, Reason: "matched"})
+			d := g.Decide(&gate.Call{Tool: tc.tool, Input: map[string]any{}})
+			if got := d.Verdict == gate.Block; got != tc.match {
 				t.Fatalf("pattern %q vs tool %q: matched=%v, want %v (%+v)", tc.pattern, tc.tool, got, tc.match, d)
 			}
 			// The hook's one-tool compile agrees with the full index.
-			p, _ := CompileFor(build(t, PolicyMeta{}, Rule{Name: "r", Tools: []string{tc.pattern}, Action: Block, Reason: "matched"}), tc.tool, "")
-			if got := p.Decide(&Call{Tool: tc.tool, Input: map[string]any{}}).Verdict == Block; got != tc.match {
+			p, _ := gate.CompileFor(build(t, gate.PolicyMeta{}, gate.Rule{Name: "r", Tools: []string{tc.pattern}, Action: gate.Block, Reason: "matched"}), tc.tool, "")
+			if got := p.Decide(&gate.Call{Tool: tc.tool, Input: map[string]any{}}).Verdict == gate.Block; got != tc.match {
 				t.Fatalf("CompileFor: pattern %q vs tool %q: matched=%v, want %v", tc.pattern, tc.tool, got, tc.match)
 			}
 		})
@@ -192,7 +192,7 @@ func TestToolGlobs(t *testing.T) {
 	// An MCP pattern names a server and a tool: '*' never spans the separator between them,
 	// so a pattern that stops inside the server part matches no tool and is refused.
 	for _, p := range []string{"mcp__git*", "mcp__*", "mcp__github", "mcp__github__", "mcp____x", "[", `web\`, "[^a-c]at", `mcp__x__a[\-_]b`, "[a-z0-9]x", "{a,b"} {
-		if errs := ValidateRules([]Rule{{Name: "r", Tools: []string{p}, Action: Block}}); len(errs) == 0 {
+		if errs := gate.ValidateRules([]gate.Rule{{Name: "r", Tools: []string{p}, Action: gate.Block}}); len(errs) == 0 {
 			t.Errorf("pattern %q was accepted", p)
 		}
 	}
@@ -214,26 +214,26 @@ func redigest(t *testing.T, data []byte) []byte {
 // TestStrictDecoding: the snapshot and the hook input are read as the JavaScript that wrote
 // them reads them back: field names are case-sensitive and nothing may follow the value.
 func TestStrictDecoding(t *testing.T) {
-	s := build(t, PolicyMeta{DefaultAction: Block}, Rule{Name: "r", Action: Allow})
+	s := build(t, gate.PolicyMeta{DefaultAction: gate.Block}, gate.Rule{Name: "r", Action: gate.Allow})
 	data, _ := s.Encode()
-	if _, err := LoadSnapshot(redigest(t, data), ""); err != nil {
+	if _, err := gate.LoadSnapshot(redigest(t, data), ""); err != nil {
 		t.Fatalf("a re-digested, unchanged snapshot must load: %v", err)
 	}
 	renamed := redigest(t, bytes.Replace(data, []byte(`"defaultAction"`), []byte(`"DefaultAction"`), 1))
-	if _, err := LoadSnapshot(renamed, ""); err == nil {
+	if _, err := gate.LoadSnapshot(renamed, ""); err == nil {
 		t.Fatal("a snapshot field named in another case was accepted")
 	}
 
 	hook := `{"hook_event_name":"PreToolUse","tool_name":"Bash","TOOL_NAME":"Read","tool_input":{"command":"rm -rf /"}}`
-	if call, _, err := ParseHookInput([]byte(hook)); err == nil {
+	if call, _, err := gate.ParseHookInput([]byte(hook)); err == nil {
 		t.Fatalf("a hook field named in another case was accepted: %+v", call)
 	}
 	hook = `{"hook_event_name":"PreToolUse","tool_name":"mcp__a__b","mcp_server":{"name":"a","NAME":"b"},"tool_input":{}}`
-	if call, _, err := ParseHookInput([]byte(hook)); err == nil {
+	if call, _, err := gate.ParseHookInput([]byte(hook)); err == nil {
 		t.Fatalf("a nested hook field named in another case was accepted: %+v", call)
 	}
 	for _, trailing := range []string{"}", "]", `{"tool_name":"Read"}`} {
-		if _, _, err := ParseHookInput([]byte(`{"tool_name":"Bash","tool_input":{}}` + trailing)); err == nil {
+		if _, _, err := gate.ParseHookInput([]byte(`{"tool_name":"Bash","tool_input":{}}` + trailing)); err == nil {
 			t.Fatalf("hook input with trailing %q was accepted", trailing)
 		}
 	}
@@ -250,21 +250,21 @@ func TestStrictDecoding(t *testing.T) {
 	for _, bad := range []string{`{"tool":"a"}}`, `{"tool":"a"}]`, `{"tool":"a"} {}`, `{"Tool":"a"}`, `{"tool":"a","TOOL":"b"}`,
 		`{"tool":"a","tool":"b"}`, `{"tool":"a","x":1}`, `{"tool":"a","inner":{"NAME":"b"}}`, `{"tool":"a","n":1e999}`} {
 		var d doc
-		if err := DecodeStrict([]byte(bad), &d); err == nil {
+		if err := gate.DecodeStrict([]byte(bad), &d); err == nil {
 			t.Errorf("DecodeStrict accepted %s as %+v", bad, d)
 		}
 	}
 	var d doc
-	if err := DecodeStrict([]byte(" {\"tool\":\"a\",\"n\":3,\"inner\":{\"name\":\"b\"},\"raw\":{\"Any\":[1e300]}}\n\t"), &d); err != nil ||
+	if err := gate.DecodeStrict([]byte(" {\"tool\":\"a\",\"n\":3,\"inner\":{\"name\":\"b\"},\"raw\":{\"Any\":[1e300]}}\n\t"), &d); err != nil ||
 		d.Tool != "a" || d.N != 3 || d.Inner.Name != "b" || string(d.Raw) != `{"Any":[1e300]}` {
 		t.Fatalf("got %+v, %v", d, err)
 	}
-	if err := DecodeStrict([]byte(`{"tool":"a"}}`), &d); !errors.Is(err, ErrTrailingData) {
+	if err := gate.DecodeStrict([]byte(`{"tool":"a"}}`), &d); !errors.Is(err, gate.ErrTrailingData) {
 		t.Fatalf("trailing data: %v", err)
 	}
 
 	// Unknown fields stay allowed in the hook input: Claude Code adds fields between releases.
-	if _, _, err := ParseHookInput([]byte(`{"tool_name":"Bash","tool_input":{},"new_field":1}` + "\n")); err != nil {
+	if _, _, err := gate.ParseHookInput([]byte(`{"tool_name":"Bash","tool_input":{},"new_field":1}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
 }

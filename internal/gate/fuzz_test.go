@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	. "github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gate"
 )
 
 // Seed corpora live in testdata/fuzz/<FuzzName>/; `go test` runs them as regression cases and
@@ -17,7 +17,7 @@ func FuzzRenderInput(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		m, err := RenderInput(s)
+		m, err := gate.RenderInput(s)
 		if err != nil {
 			if m != nil {
 				t.Fatal("RenderInput returned an input with its error")
@@ -35,7 +35,7 @@ func FuzzRenderInput(f *testing.F) {
 }
 
 func FuzzLoadSnapshot(f *testing.F) {
-	good, err := BuildSnapshot(PolicyMeta{Policy: "a/b", Generation: 1}, goldenRules())
+	good, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "a/b", Generation: 1}, goldenRules())
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -47,21 +47,21 @@ func FuzzLoadSnapshot(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Add([]byte(``))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := LoadSnapshot(data, "")
+		s, err := gate.LoadSnapshot(data, "")
 		if err != nil {
-			if _, ok := err.(*SnapshotError); !ok {
+			if _, ok := err.(*gate.SnapshotError); !ok {
 				t.Fatalf("LoadSnapshot error is %T, want *SnapshotError", err)
 			}
-			g := New("")
+			g := gate.New("")
 			_ = g.Load(data)
-			if d := g.Decide(&Call{Tool: "Bash", Input: map[string]any{"command": "ls"}}); d.Verdict != Block {
+			if d := g.Decide(&gate.Call{Tool: "Bash", Input: map[string]any{"command": "ls"}}); d.Verdict != gate.Block {
 				t.Fatalf("a snapshot that does not load decided %s", d.Verdict)
 			}
 			return
 		}
-		p, _ := Compile(s)
-		d := p.Decide(&Call{Tool: "Bash", Input: map[string]any{"command": "rm -rf /"}})
-		if d.Verdict != Allow && d.Verdict != Ask && d.Verdict != Block {
+		p, _ := gate.Compile(s)
+		d := p.Decide(&gate.Call{Tool: "Bash", Input: map[string]any{"command": "rm -rf /"}})
+		if d.Verdict != gate.Allow && d.Verdict != gate.Ask && d.Verdict != gate.Block {
 			t.Fatalf("unknown verdict %q", d.Verdict)
 		}
 	})
@@ -73,32 +73,32 @@ func FuzzHookInput(f *testing.F) {
 	f.Add([]byte(`{"hook_event_name":"PostToolUse","tool_name":"Bash"}`))
 	f.Add([]byte(`{"tool_name":"Bash","tool_input":"{\"command\":\"ls\"}"}`))
 	f.Add([]byte(`not json`))
-	s, err := BuildSnapshot(PolicyMeta{Policy: "a/b", Generation: 1}, goldenRules())
+	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "a/b", Generation: 1}, goldenRules())
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		call, _, err := ParseHookInput(data)
+		call, _, err := gate.ParseHookInput(data)
 		if err != nil {
-			out, _, exit := HookResponse(Refuse(CodeInputInvalid, err.Error()), false)
+			out, _, exit := gate.HookResponse(gate.Refuse(gate.CodeInputInvalid, err.Error()), false)
 			if exit != 2 || len(out) == 0 {
 				t.Fatalf("malformed hook input must be denied with exit 2, got exit %d", exit)
 			}
 			return
 		}
-		p, _ := CompileFor(s, call.Tool, call.Server)
+		p, _ := gate.CompileFor(s, call.Tool, call.Server)
 		d := p.Decide(call)
-		out, _, exit := HookResponse(d, false)
+		out, _, exit := gate.HookResponse(d, false)
 		switch d.Verdict {
-		case Allow:
+		case gate.Allow:
 			if exit != 0 || len(out) != 0 {
 				t.Fatalf("Allow must exit 0 silently, got exit %d %q", exit, out)
 			}
-		case Ask:
+		case gate.Ask:
 			if exit != 0 {
 				t.Fatalf("Ask must exit 0, got %d", exit)
 			}
-		case Block:
+		case gate.Block:
 			if exit != 2 {
 				t.Fatalf("Block must exit 2, got %d", exit)
 			}

@@ -1,3 +1,5 @@
+// Over 300 lines: one recursive analysis of CEL's AST (derive, bound, compile); split, it would scatter.
+
 package gate
 
 import (
@@ -53,82 +55,96 @@ func prefilterOf(e ast.Expr) *Prefilter {
 	call := e.AsCall()
 	args := call.Args()
 	switch fn := call.FunctionName(); fn {
-	case "_&&_", "_||_":
-		op := "and"
-		if fn == "_||_" {
-			op = "or"
-		}
-		// CEL parses a && b && c as a balanced or left-nested tree; the prefilter is n-ary
-		// (both operators are associative in its three-valued logic), so children of the same
-		// operator are spliced in, and opaque conjuncts collapse into one: the encoding stays
-		// linear in the expression instead of nesting once per operand.
-		var kids []Prefilter
-		sawOpaque := false
-		for _, a := range args {
-			p := prefilterOf(a)
-			switch {
-			case p == nil && op == "or":
-				return nil // an opaque disjunct can always be true
-			case p == nil:
-				sawOpaque = true
-			case p.Op == op:
-				for _, k := range p.Args {
-					if k.Op == "opaque" {
-						sawOpaque = true
-					} else {
-						kids = append(kids, k)
-					}
-				}
-			default:
-				kids = append(kids, *p)
-			}
-		}
-		if len(kids) == 0 {
-			return nil
-		}
-		if sawOpaque {
-			kids = append(kids, opaque)
-		}
-		return &Prefilter{Op: op, Args: kids}
+	case "_&&_":
+		return junctionPrefilter("and", args)
+	case "_||_":
+		return junctionPrefilter("or", args)
 	case "!_":
 		if p := prefilterOf(args[0]); p != nil {
 			return &Prefilter{Op: "not", Args: []Prefilter{*p}}
 		}
-	case "_==_", "_!=_":
-		ref, lit := stringRef(args[0]), stringLiteral(args[1])
-		if ref == nil {
-			ref, lit = stringRef(args[1]), stringLiteral(args[0])
-		}
-		if ref == nil || lit == nil {
-			return nil
-		}
-		op := "eq"
-		if fn == "_!=_" {
-			op = "ne"
-		}
-		p := *ref
-		p.Op, p.Value = op, *lit
-		return &p
+	case "_==_":
+		return comparisonPrefilter("eq", args)
+	case "_!=_":
+		return comparisonPrefilter("ne", args)
 	case "contains", "startsWith", "endsWith", "matches":
-		if !call.IsMemberFunction() || len(args) != 1 {
-			return nil
-		}
-		ref, lit := stringRef(call.Target()), stringLiteral(args[0])
-		if ref == nil || lit == nil {
-			return nil
-		}
-		p := *ref
-		if fn == "matches" {
-			if p.Values = requiredLiterals(*lit); len(p.Values) == 0 {
-				return nil
+		return stringFunctionPrefilter(call)
+	}
+	return nil
+}
+
+// junctionPrefilter derives the prefilter of a && (op "and") or || (op "or") call.
+func junctionPrefilter(op string, args []ast.Expr) *Prefilter {
+	// CEL parses a && b && c as a balanced or left-nested tree; the prefilter is n-ary
+	// (both operators are associative in its three-valued logic), so children of the same
+	// operator are spliced in, and opaque conjuncts collapse into one: the encoding stays
+	// linear in the expression instead of nesting once per operand.
+	var kids []Prefilter
+	sawOpaque := false
+	for _, a := range args {
+		p := prefilterOf(a)
+		switch {
+		case p == nil && op == "or":
+			return nil // an opaque disjunct can always be true
+		case p == nil:
+			sawOpaque = true
+		case p.Op == op:
+			for _, k := range p.Args {
+				if k.Op == "opaque" {
+					sawOpaque = true
+				} else {
+					kids = append(kids, k)
+				}
 			}
-			p.Op = "containsAll"
-			return &p
+		default:
+			kids = append(kids, *p)
 		}
+	}
+	if len(kids) == 0 {
+		return nil
+	}
+	if sawOpaque {
+		kids = append(kids, opaque)
+	}
+	return &Prefilter{Op: op, Args: kids}
+}
+
+// comparisonPrefilter derives the prefilter of an == (op "eq") or != (op "ne") call between a
+// string reference and a string literal, in either order.
+func comparisonPrefilter(op string, args []ast.Expr) *Prefilter {
+	ref, lit := stringRef(args[0]), stringLiteral(args[1])
+	if ref == nil {
+		ref, lit = stringRef(args[1]), stringLiteral(args[0])
+	}
+	if ref == nil || lit == nil {
+		return nil
+	}
+	p := *ref
+	p.Op, p.Value = op, *lit
+	return &p
+}
+
+// stringFunctionPrefilter derives the prefilter of a string reference's contains, startsWith,
+// endsWith or matches call with a literal argument; a regex becomes the literals it requires.
+func stringFunctionPrefilter(call ast.CallExpr) *Prefilter {
+	args := call.Args()
+	if !call.IsMemberFunction() || len(args) != 1 {
+		return nil
+	}
+	ref, lit := stringRef(call.Target()), stringLiteral(args[0])
+	if ref == nil || lit == nil {
+		return nil
+	}
+	p := *ref
+	if fn := call.FunctionName(); fn != "matches" {
 		p.Op, p.Value = fn, *lit
 		return &p
 	}
-	return nil
+	if p.Values = requiredLiterals(*lit); len(p.Values) == 0 {
+		return nil
+	}
+	p.Op = "containsAll"
+	return &p
 }
 
 // boundedPrefilter drops a prefilter whose encoding would be larger than maxPrefilterSize of
@@ -157,97 +173,95 @@ func (p *Prefilter) compile() quick {
 	case "opaque":
 		return func(*activation) tri { return unknown }
 	case "and", "or":
-		if len(p.Args) == 0 {
-			return nil
-		}
-		qs := make([]quick, len(p.Args))
-		for i := range p.Args {
-			if qs[i] = p.Args[i].compile(); qs[i] == nil {
-				return nil
-			}
-		}
-		if p.Op == "and" {
-			return func(a *activation) tri {
-				all := true
-				for _, q := range qs {
-					switch q(a) {
-					case isFalse:
-						return isFalse
-					case unknown:
-						all = false
-					}
-				}
-				if all {
-					return isTrue
-				}
-				return unknown
-			}
-		}
-		return func(a *activation) tri {
-			all := true
-			for _, q := range qs {
-				switch q(a) {
-				case isTrue:
-					return isTrue
-				case unknown:
-					all = false
-				}
-			}
-			if all {
-				return isFalse
-			}
-			return unknown
-		}
+		return p.compileJunction()
 	case "not":
-		if len(p.Args) != 1 {
+		return p.compileNot()
+	}
+	return p.compilePredicate()
+}
+
+func (p *Prefilter) compileJunction() quick {
+	if len(p.Args) == 0 {
+		return nil
+	}
+	qs := make([]quick, len(p.Args))
+	for i := range p.Args {
+		if qs[i] = p.Args[i].compile(); qs[i] == nil {
 			return nil
-		}
-		q := p.Args[0].compile()
-		if q == nil {
-			return nil
-		}
-		return func(a *activation) tri {
-			switch q(a) {
-			case isTrue:
-				return isFalse
-			case isFalse:
-				return isTrue
-			}
-			return unknown
 		}
 	}
+	if p.Op == "and" {
+		return andOf(qs)
+	}
+	return orOf(qs)
+}
+
+// andOf is false when any of qs is false, true when all are true, and unknown otherwise.
+func andOf(qs []quick) quick {
+	return func(a *activation) tri {
+		all := true
+		for _, q := range qs {
+			switch q(a) {
+			case isFalse:
+				return isFalse
+			case unknown:
+				all = false
+			}
+		}
+		if all {
+			return isTrue
+		}
+		return unknown
+	}
+}
+
+// orOf is true when any of qs is true, false when all are false, and unknown otherwise.
+func orOf(qs []quick) quick {
+	return func(a *activation) tri {
+		all := true
+		for _, q := range qs {
+			switch q(a) {
+			case isTrue:
+				return isTrue
+			case unknown:
+				all = false
+			}
+		}
+		if all {
+			return isFalse
+		}
+		return unknown
+	}
+}
+
+func (p *Prefilter) compileNot() quick {
+	if len(p.Args) != 1 {
+		return nil
+	}
+	q := p.Args[0].compile()
+	if q == nil {
+		return nil
+	}
+	return func(a *activation) tri {
+		switch q(a) {
+		case isTrue:
+			return isFalse
+		case isFalse:
+			return isTrue
+		}
+		return unknown
+	}
+}
+
+// compilePredicate compiles a test of one string (eq, ne, contains, startsWith, endsWith,
+// containsAll); the answer is unknown when the string is absent.
+func (p *Prefilter) compilePredicate() quick {
 	ref := p.accessor()
 	if ref == nil {
 		return nil
 	}
-	var pred func(string) tri
-	arg := p.Value
-	switch p.Op {
-	case "eq":
-		pred = func(s string) tri { return boolTri(s == arg) }
-	case "ne":
-		pred = func(s string) tri { return boolTri(s != arg) }
-	case "contains":
-		pred = func(s string) tri { return boolTri(strings.Contains(s, arg)) }
-	case "startsWith":
-		pred = func(s string) tri { return boolTri(strings.HasPrefix(s, arg)) }
-	case "endsWith":
-		pred = func(s string) tri { return boolTri(strings.HasSuffix(s, arg)) }
-	case "containsAll":
-		if len(p.Values) == 0 {
-			return nil
-		}
-		lits := p.Values
-		// A missing literal means no match; all present means only that a match is possible.
-		pred = func(s string) tri {
-			for _, l := range lits {
-				if !strings.Contains(s, l) {
-					return isFalse
-				}
-			}
-			return unknown
-		}
-	default:
+	pred := p.predicate()
+	if pred == nil {
 		return nil
 	}
 	return func(a *activation) tri {
@@ -257,6 +271,38 @@ func (p *Prefilter) compile() quick {
 		}
 		return pred(s)
 	}
+}
+
+// predicate is the test a predicate op makes of its string, or nil for an op it does not know.
+func (p *Prefilter) predicate() func(string) tri {
+	arg := p.Value
+	switch p.Op {
+	case "eq":
+		return func(s string) tri { return boolTri(s == arg) }
+	case "ne":
+		return func(s string) tri { return boolTri(s != arg) }
+	case "contains":
+		return func(s string) tri { return boolTri(strings.Contains(s, arg)) }
+	case "startsWith":
+		return func(s string) tri { return boolTri(strings.HasPrefix(s, arg)) }
+	case "endsWith":
+		return func(s string) tri { return boolTri(strings.HasSuffix(s, arg)) }
+	case "containsAll":
+		if len(p.Values) == 0 {
+			return nil
+		}
+		lits := p.Values
+		// A missing literal means no match; all present means only that a match is possible.
+		return func(s string) tri {
+			for _, l := range lits {
+				if !strings.Contains(s, l) {
+					return isFalse
+				}
+			}
+			return unknown
+		}
+	}
+	return nil
 }
 
 func boolTri(b bool) tri {
@@ -270,15 +316,15 @@ func boolTri(b bool) tri {
 // or not a string, which leaves the answer to CEL.
 func (p *Prefilter) accessor() func(*activation) (string, bool) {
 	switch p.Var {
-	case "tool":
+	case varTool:
 		return func(a *activation) (string, bool) { return a.tool, true }
-	case "server":
+	case varServer:
 		return func(a *activation) (string, bool) { return a.server, true }
-	case "surface":
+	case varSurface:
 		return func(a *activation) (string, bool) { return a.surface, true }
-	case "session":
+	case varSession:
 		return func(a *activation) (string, bool) { return a.session, true }
-	case "input":
+	case varInput:
 		name := p.Field
 		return func(a *activation) (string, bool) {
 			s, ok := a.input[name].(string)
@@ -294,25 +340,25 @@ func stringRef(e ast.Expr) *Prefilter {
 	switch e.Kind() {
 	case ast.IdentKind:
 		switch v := e.AsIdent(); v {
-		case "tool", "server", "surface", "session":
+		case varTool, varServer, varSurface, varSession:
 			return &Prefilter{Var: v}
 		}
 	case ast.SelectKind:
 		sel := e.AsSelect()
-		if sel.IsTestOnly() || sel.Operand().Kind() != ast.IdentKind || sel.Operand().AsIdent() != "input" {
+		if sel.IsTestOnly() || sel.Operand().Kind() != ast.IdentKind || sel.Operand().AsIdent() != varInput {
 			return nil
 		}
-		return &Prefilter{Var: "input", Field: sel.FieldName()}
+		return &Prefilter{Var: varInput, Field: sel.FieldName()}
 	case ast.CallKind:
 		call := e.AsCall()
 		if call.FunctionName() != "_[_]" || len(call.Args()) != 2 {
 			return nil
 		}
 		target, key := call.Args()[0], stringLiteral(call.Args()[1])
-		if target.Kind() != ast.IdentKind || target.AsIdent() != "input" || key == nil {
+		if target.Kind() != ast.IdentKind || target.AsIdent() != varInput || key == nil {
 			return nil
 		}
-		return &Prefilter{Var: "input", Field: *key}
+		return &Prefilter{Var: varInput, Field: *key}
 	}
 	return nil
 }

@@ -69,10 +69,7 @@ type Snapshot struct {
 // compiles every rule (the error is FieldErrors when one does not), records their prefilters,
 // and sets the digest.
 func BuildSnapshot(meta PolicyMeta, rules []Rule) (*Snapshot, error) {
-	if errs := ValidateRules(rules); len(errs) > 0 {
-		return nil, errs
-	}
-	filtered, errs := withPrefilters(rules)
+	filtered, errs := compileSource(rules)
 	if len(errs) > 0 {
 		return nil, errs
 	}

@@ -26,8 +26,10 @@ func repoRoot(t *testing.T) string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-func scriptPath(t *testing.T, kind string) string {
-	return filepath.Join(repoRoot(t), "charts", "gate-operator", "argocd", strings.ToLower(kind)+"-health.lua")
+// scriptPath is the health check: both kinds share one script, as they share the Ready
+// semantics.
+func scriptPath(t *testing.T) string {
+	return filepath.Join(repoRoot(t), "charts", "gate-operator", "argocd", "health.lua")
 }
 
 func readFile(t *testing.T, path string) string {
@@ -129,7 +131,7 @@ func TestHealth(t *testing.T) {
 		}},
 	}
 	for _, k := range kinds {
-		script := readFile(t, scriptPath(t, k.kind))
+		script := readFile(t, scriptPath(t))
 		for _, c := range k.cases {
 			t.Run(k.kind+"/"+c.file, func(t *testing.T) {
 				file := filepath.Join("testdata", strings.ToLower(k.kind)+"-"+c.file+".yaml")
@@ -142,21 +144,6 @@ func TestHealth(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// TestHealthScriptsAgree: the two scripts differ only in their header comment.
-func TestHealthScriptsAgree(t *testing.T) {
-	body := func(kind string) string {
-		s := readFile(t, scriptPath(t, kind))
-		header, rest, ok := strings.Cut(s, "\n")
-		if want := "-- Argo CD health check for gate.intutic.io/v1alpha1 " + kind + "."; !ok || header != want {
-			t.Fatalf("%s script starts with %q, want %q", kind, header, want)
-		}
-		return rest
-	}
-	if body("HarnessAgentPolicy") != body("SessionConfirmer") {
-		t.Error("the HarnessAgentPolicy and SessionConfirmer health scripts differ beyond their header")
 	}
 }
 
@@ -190,9 +177,9 @@ func TestDocsEmbedScripts(t *testing.T) {
 			t.Errorf("the argocd-cm snippet has no key %s", key)
 			continue
 		}
-		if want := readFile(t, scriptPath(t, kind)); got != want {
+		if want := readFile(t, scriptPath(t)); got != want {
 			t.Errorf("the argocd-cm snippet's %s is not the contents of %s;\nregenerate the snippet from the file\n--- snippet\n%s\n--- file\n%s",
-				key, scriptPath(t, kind), got, want)
+				key, scriptPath(t), got, want)
 		}
 	}
 }

@@ -5,12 +5,12 @@ package conformance
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 // preloadSource is a shared object that, loaded into the hook's shell, ends it with exit 0
@@ -63,7 +63,7 @@ func TestClaudeCodeSettingsCannotTurnOffTheGate(t *testing.T) {
 	if err := os.WriteFile(src, []byte(preloadSource), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", preload, src).CombinedOutput(); err != nil {
+	if out, err := testutil.Run(t, "", "gcc", "-shared", "-fPIC", "-o", preload, src); err != nil {
 		t.Fatalf("building the LD_PRELOAD object with gcc: %v\n%s", err, out)
 	}
 	allowHook := `printf '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow"}}'`

@@ -21,6 +21,7 @@ import (
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 const claudePkg = "@anthropic-ai/claude-agent-sdk"
@@ -104,17 +105,12 @@ func bundle(t *testing.T, hooksDir, hookBin string) {
 	if err := yaml.UnmarshalStrict(raw, p); err != nil {
 		t.Fatal(err)
 	}
-	p.Generation = 1
-	s, err := gate.BuildSnapshot(bootstrap.SnapshotSource(p))
-	if err != nil {
-		t.Fatal(err)
+	p.Namespace, p.Generation = "agents", 1
+	res, err := bootstrap.Build(p, bootstrap.Published{}, bootstrap.Options{MountDir: hooksDir, HookBin: hookBin})
+	if err != nil || res.HeldBack() {
+		t.Fatalf("the sample policy's bundle: %v %v %v", err, res.CompileErrs, res.RenderErr)
 	}
-	snap, _ := s.Encode()
-	b, err := bootstrap.Render(&p.Spec, snap, bootstrap.Options{MountDir: hooksDir, HookBin: hookBin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range b.Data {
+	for k, v := range res.Bundle.Data {
 		if err := os.WriteFile(filepath.Join(hooksDir, k), []byte(v), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +193,7 @@ func buildHook(t *testing.T) string {
 		t.Fatal("the Claude Code cases need root, for a private mount namespace (unshare -m)")
 	}
 	hookBin := filepath.Join(t.TempDir(), "gate-hook")
-	if out, err := exec.Command("go", "build", "-o", hookBin, "../../cmd/gate-hook").CombinedOutput(); err != nil {
+	if out, err := testutil.Run(t, "", "go", "build", "-o", hookBin, "../../cmd/gate-hook"); err != nil {
 		t.Fatalf("building gate-hook: %v\n%s", err, out)
 	}
 	return hookBin
@@ -211,7 +207,7 @@ func TestClaudeCode(t *testing.T) {
 		input    func(marker string) map[string]any
 		extra    []string
 		mcp      bool // configure the offline MCP server "deploy"
-		snapshot func(hooksDir string)
+		snapshot func(hooksDir string) error
 		check    check
 	}{
 		{name: "a blocked Bash command is refused and does not run", tool: "Bash",
@@ -273,26 +269,32 @@ func TestClaudeCode(t *testing.T) {
 		{name: "a missing snapshot blocks", tool: "Bash",
 			input:    func(m string) map[string]any { return map[string]any{"command": "touch " + m} },
 			extra:    []string{"--allowedTools", "Bash"},
-			snapshot: func(d string) { os.Remove(filepath.Join(d, gate.SnapshotFileName)) },
+			snapshot: func(d string) error { return os.Remove(filepath.Join(d, gate.SnapshotFileName)) },
 			check:    blockedWith("no policy snapshot at ")},
 		{name: "a corrupt snapshot blocks", tool: "Bash",
-			input:    func(m string) map[string]any { return map[string]any{"command": "touch " + m} },
-			extra:    []string{"--allowedTools", "Bash"},
-			snapshot: func(d string) { os.WriteFile(filepath.Join(d, gate.SnapshotFileName), []byte(`{"apiVersion":`), 0o644) },
-			check:    blockedWith("the policy snapshot is not valid JSON")},
+			input: func(m string) map[string]any { return map[string]any{"command": "touch " + m} },
+			extra: []string{"--allowedTools", "Bash"},
+			snapshot: func(d string) error {
+				return os.WriteFile(filepath.Join(d, gate.SnapshotFileName), []byte(`{"apiVersion":`), 0o644)
+			},
+			check: blockedWith("the policy snapshot is not valid JSON")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			hooks, managed, work := t.TempDir(), t.TempDir(), t.TempDir()
 			bundle(t, hooks, hookBin)
 			if tc.snapshot != nil {
-				tc.snapshot(hooks)
+				if err := tc.snapshot(hooks); err != nil {
+					t.Fatal(err)
+				}
 			}
 			settings, err := os.ReadFile(filepath.Join(hooks, bootstrap.KeyManagedSettings))
 			if err != nil {
 				t.Fatal(err)
 			}
-			os.WriteFile(filepath.Join(managed, bootstrap.KeyManagedSettings), settings, 0o644)
+			if err := os.WriteFile(filepath.Join(managed, bootstrap.KeyManagedSettings), settings, 0o644); err != nil {
+				t.Fatal(err)
+			}
 			marker := filepath.Join(t.TempDir(), "marker")
 			s := &messagesStandIn{tool: tc.tool, input: tc.input(marker)}
 			extra := tc.extra
@@ -302,7 +304,9 @@ func TestClaudeCode(t *testing.T) {
 					"type": "stdio", "command": "node", "args": []string{server}, "env": map[string]string{"MARKER": marker},
 				}}})
 				cfgPath := filepath.Join(work, "mcp.json")
-				os.WriteFile(cfgPath, cfg, 0o644)
+				if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+					t.Fatal(err)
+				}
 				extra = append(extra, "--mcp-config", cfgPath, "--strict-mcp-config")
 			}
 			r := runClaude(t, s, managed, work, t.TempDir(), extra...)

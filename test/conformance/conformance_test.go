@@ -26,9 +26,11 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/intutic/gate-operator/internal/anthropic"
+	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/confirm"
-	"github.com/intutic/gate-operator/internal/confirm/anthropictest"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gateapi"
 )
 
 // result is one row of the table printed at the end.
@@ -233,19 +235,21 @@ func TestStandardWebhooks(t *testing.T) {
 		fake.AddSession("sesn_"+d.Headers["webhook-id"], "agent_wh", anthropictest.ToolUse{Name: "read", Permission: "ask"})
 	}
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "key"), []byte(key), 0o600)
-	client, err := confirm.NewClient(confirm.ClientOptions{BaseURL: fake.URL, APIKeyFile: filepath.Join(dir, "key")})
+	if err := os.WriteFile(filepath.Join(dir, "key"), []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client, err := anthropic.NewClient(anthropic.ClientOptions{BaseURL: fake.URL, APIKeyFile: filepath.Join(dir, "key")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := loadGate(t, nil)
 	c := &confirm.Confirmer{Client: client, Gate: g, Deadline: time.Minute, Log: logr.Discard()}
 	q := confirm.NewQueue(c, 16)
-	verifier, err := confirm.NewWebhookVerifier(secret)
+	verifier, err := anthropic.NewWebhookVerifier(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer((&confirm.API{Gate: g, Webhook: verifier, Queue: q, Log: logr.Discard()}).Handler())
+	srv := httptest.NewServer((&gateapi.API{Gate: g, Webhook: verifier, Queue: q, Log: logr.Discard()}).Handler())
 	defer srv.Close()
 
 	for _, d := range deliveries {
@@ -257,8 +261,11 @@ func TestStandardWebhooks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		_, err = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
 		record(t, "standardwebhooks", fmt.Sprintf("%s: HTTP %d", d.Case, d.Expect), resp.StatusCode == d.Expect, fmt.Sprintf("got %d", resp.StatusCode))
 		accepted := resp.StatusCode < 300
 		record(t, "standardwebhooks", d.Case+": same verdict as the library's verify", accepted == d.LibraryAccepts, fmt.Sprintf("library %v, receiver %v", d.LibraryAccepts, accepted))
@@ -289,7 +296,7 @@ func TestStandardWebhooks(t *testing.T) {
 // TestWorkflowErrors has @workflow/errors judge the needs-approval refusal bodies.
 func TestWorkflowErrors(t *testing.T) {
 	body := func(g *gate.Gate, wantStatus int) json.RawMessage {
-		srv := httptest.NewServer((&confirm.API{Gate: g, Log: logr.Discard()}).Handler())
+		srv := httptest.NewServer((&gateapi.API{Gate: g, Log: logr.Discard()}).Handler())
 		defer srv.Close()
 		resp, err := http.Post(srv.URL+"/v1/workflow/needs-approval", "application/json", strings.NewReader(`{"toolName":"bash","input":{"command":"rm -rf /"}}`))
 		if err != nil {

@@ -12,15 +12,15 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/intutic/gate-operator/internal/confirm"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gateapi"
 )
 
 // TestHarness feeds the continuations of POST /v1/harness/approvals to @ai-sdk/harness, for
 // both forms a pending approval takes: a stream part and a suspended-session row.
 func TestHarness(t *testing.T) {
 	g := loadGate(t, []gate.Rule{{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.contains("rm -rf /")`, Action: gate.Block, Reason: "destructive command on the root filesystem"}})
-	srv := httptest.NewServer((&confirm.API{Gate: g, Log: logr.Discard()}).Handler())
+	srv := httptest.NewServer((&gateapi.API{Gate: g, Log: logr.Discard()}).Handler())
 	defer srv.Close()
 
 	pending := `{"pendingApprovals":[

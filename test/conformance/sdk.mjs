@@ -1,4 +1,4 @@
-// @anthropic-ai/sdk against gate-operator's fake Sessions API (internal/confirm/anthropictest).
+// @anthropic-ai/sdk against gate-operator's fake Sessions API (internal/anthropic/anthropictest).
 // Prints one JSON line per case: {"case": ..., "ok": bool, "detail": ...}. The Go driver also
 // checks what the fake recorded of these requests.
 import Anthropic from "@anthropic-ai/sdk";

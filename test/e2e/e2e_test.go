@@ -3,9 +3,8 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -19,8 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
-	"github.com/intutic/gate-operator/internal/confirm/anthropictest"
+	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/localenv"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 const ns = "agents"
@@ -33,8 +33,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 }
 
 func TestEndToEnd(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	ctx := testutil.Context(t, 10*time.Minute)
 	root, _ := filepath.Abs(filepath.Join("..", ".."))
 	env, err := localenv.Start(ctx, root, logWriter{t})
 	if err != nil {
@@ -61,7 +60,7 @@ func TestEndToEnd(t *testing.T) {
 	policy := &gatev1.HarnessAgentPolicy{}
 
 	key2 := types.NamespacedName{Namespace: ns, Name: "coding-agents"}
-	wait(t, ctx, "the policy is Ready", func() bool {
+	wait(t, "the policy is Ready", func() bool {
 		return c.Get(ctx, key2, policy) == nil && meta.IsStatusConditionTrue(policy.Status.Conditions, gatev1.ConditionReady)
 	})
 	conf, err := env.RunConfirmer(ctx, ns, "coding-agents")
@@ -70,7 +69,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// The blocked call's deny_message reaches the API; the allowed one is allowed.
-	wait(t, ctx, "both calls are confirmed", func() bool { return len(fake.Confirmations("sesn_e2e")) == 2 })
+	wait(t, "both calls are confirmed", func() bool { return len(fake.Confirmations("sesn_e2e")) == 2 })
 	for _, e := range fake.Confirmations("sesn_e2e") {
 		switch e["tool_use_id"] {
 		case ids[0]:
@@ -92,24 +91,24 @@ func TestEndToEnd(t *testing.T) {
 	policy.Spec.Rules[0].Reason = "no deleting the root filesystem"
 	must(t, c.Update(ctx, policy))
 	var after string
-	wait(t, ctx, "the policy publishes a new snapshot", func() bool {
+	wait(t, "the policy publishes a new snapshot", func() bool {
 		if c.Get(ctx, key2, policy) != nil {
 			return false
 		}
 		after = policy.Status.SnapshotDigest
 		return after != before && policy.Status.ObservedGeneration == policy.Generation
 	})
-	wait(t, ctx, "the confirmer reloads it", func() bool { return readyDigest(t, conf.Addr) == after })
+	wait(t, "the confirmer reloads it", func() bool { return readyDigest(t, conf.Addr) == after })
 
 	// Deleting the policy garbage-collects its children (kube-controller-manager).
 	must(t, c.Delete(ctx, policy))
-	wait(t, ctx, "the children are garbage-collected", func() bool {
+	wait(t, "the children are garbage-collected", func() bool {
 		cmErr := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coding-agents-bootstrap"}, &corev1.ConfigMap{})
 		npErr := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coding-agents-egress"}, &networkingv1.NetworkPolicy{})
 		return apierrors.IsNotFound(cmErr) && apierrors.IsNotFound(npErr)
 	})
 	// And the SessionConfirmer says its policy is gone.
-	wait(t, ctx, "the SessionConfirmer reports the missing policy", func() bool {
+	wait(t, "the SessionConfirmer reports the missing policy", func() bool {
 		got := &gatev1.SessionConfirmer{}
 		if c.Get(ctx, key2, got) != nil {
 			return false
@@ -140,9 +139,13 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func wait(t *testing.T, ctx context.Context, what string, cond func() bool) {
+// wait fails the test unless cond holds within a minute; what names the awaited state.
+func wait(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	if err := localenv.Wait(ctx, 60*time.Second, func() (bool, error) { return cond(), nil }); err != nil {
-		t.Fatal(fmt.Errorf("%s: %w", what, err))
-	}
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if !cond() {
+			return errors.New(what)
+		}
+		return nil
+	})
 }

@@ -3,7 +3,6 @@
 package examples
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,6 +19,7 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/apiservertest"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 func read(t *testing.T, name string, into any) {
@@ -41,8 +41,7 @@ func TestExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testutil.Context(t, time.Minute)
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agents"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +65,7 @@ func TestExamples(t *testing.T) {
 		if !selector.Matches(labels.Set(pod.GetLabels())) {
 			t.Fatalf("the pod's labels %v do not match the policy's podSelector %s", pod.GetLabels(), selector)
 		}
-		if err := c.Patch(ctx, pod, client.Apply, client.DryRunAll, client.FieldOwner("docs-test"), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(pod), client.DryRunAll, client.FieldOwner("docs-test"), client.ForceOwnership); err != nil {
 			t.Fatalf("the API server rejects the example: %v", err)
 		}
 		typed := &corev1.Pod{}

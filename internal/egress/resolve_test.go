@@ -1,7 +1,6 @@
-package bootstrap
+package egress
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 func recs(ttl time.Duration, addrs ...string) []Record {
@@ -94,9 +95,10 @@ func TestDNSResolver(t *testing.T) {
 		q := req.Question[0]
 		switch q.Name {
 		case "api.example.":
-			if q.Qtype == dns.TypeA {
+			switch q.Qtype {
+			case dns.TypeA:
 				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 120}, A: net.ParseIP("192.0.2.10")})
-			} else if q.Qtype == dns.TypeAAAA {
+			case dns.TypeAAAA:
 				m.Answer = append(m.Answer, &dns.AAAA{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: 90}, AAAA: net.ParseIP("2001:db8::10")})
 			}
 		case "www.example.":
@@ -108,23 +110,40 @@ func TestDNSResolver(t *testing.T) {
 		default:
 			m.Rcode = dns.RcodeNameError
 		}
-		w.WriteMsg(m)
+		if err := w.WriteMsg(m); err != nil {
+			t.Errorf("dns answer to %s: %v", q.Name, err)
+		}
 	})
-	srv := &dns.Server{PacketConn: pc, Handler: mux}
-	go srv.ActivateAndServe()
-	t.Cleanup(func() { srv.Shutdown() })
+	started := make(chan struct{})
+	srv := &dns.Server{PacketConn: pc, Handler: mux, NotifyStartedFunc: func() { close(started) }}
+	served := make(chan error, 1)
+	go func() { served <- srv.ActivateAndServe() }()
+	select {
+	case <-started:
+	case err := <-served:
+		t.Fatalf("dns server: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Shutdown(); err != nil {
+			t.Errorf("dns server shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("dns server: %v", err)
+		}
+	})
 
 	host, port, _ := net.SplitHostPort(pc.LocalAddr().String())
 	conf := filepath.Join(t.TempDir(), "resolv.conf")
-	os.WriteFile(conf, []byte("nameserver "+host+"\noptions timeout:2\n"), 0o644)
+	if err := os.WriteFile(conf, []byte("nameserver "+host+"\noptions timeout:2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	r, err := NewDNSResolver(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Servers = []string{net.JoinHostPort(host, port)} // resolv.conf cannot name a port
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testutil.Context(t, 10*time.Second)
 	got, err := r.Resolve(ctx, "api.example")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
-package bootstrap
+package egress
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"os"
@@ -9,7 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/golden"
 )
 
 // egressBlocks maps each ipBlock CIDR of a rendered egress to its except entries.
@@ -153,5 +157,53 @@ func TestParsePrefixes(t *testing.T) {
 	}
 	if _, err := ParsePrefixes("10.0.0.0/8,10.0.0.0"); err == nil {
 		t.Fatal("an address without a prefix length was accepted")
+	}
+}
+
+func TestRenderEgress(t *testing.T) {
+	addrs := func(ss ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, s := range ss {
+			out = append(out, netip.MustParseAddr(s))
+		}
+		return out
+	}
+	selector := gatev1.HarnessAgentPolicySpec{}.PodSelector
+	selector.MatchLabels = map[string]string{"gate.intutic.io/policy": "coding-agents"}
+	cases := []struct {
+		name    string
+		egress  gatev1.EgressSpec
+		addrs   []netip.Addr
+		dropped []string
+	}{
+		{"deny-all", gatev1.EgressSpec{Ports: []int32{443}}, nil, nil},
+		{"hosts", gatev1.EgressSpec{AllowedHosts: []gatev1.Hostname{"github.com", "api.anthropic.com"}, Ports: []int32{443, 22}},
+			addrs("140.82.112.3", "160.79.104.10", "2607:6bc0::10", "140.82.112.3", "::ffff:140.82.112.4"), nil},
+		{"metadata and denied ranges carved out", gatev1.EgressSpec{
+			AllowedHosts: []gatev1.Hostname{"metadata.internal"},
+			AllowedCIDRs: []gatev1.CIDR{"169.254.0.0/15", "10.0.0.0/8", "169.254.169.0/24", "fd00::/8", "10.1.2.3/8"},
+			DeniedCIDRs:  []gatev1.CIDR{"10.96.0.0/12", "10.96.0.0/12"},
+			Ports:        []int32{443}},
+			addrs("169.254.169.254", "10.100.0.1", "10.2.3.4"), []string{"169.254.169.254", "10.100.0.1", "169.254.169.0/24"}},
+		{"hosts that resolved to nothing allow only DNS", gatev1.EgressSpec{AllowedHosts: []gatev1.Hostname{"nowhere.invalid"}, Ports: []int32{443}}, nil, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &gatev1.HarnessAgentPolicySpec{PodSelector: selector, Egress: tc.egress}
+			hosts := map[string][]netip.Addr{"allowed.example": tc.addrs}
+			e := RenderEgress(spec, hosts, DefaultDNSSelector, nil)
+			got, err := yaml.Marshal(e.Spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden.Check(t, filepath.Join("egress", strings.ReplaceAll(tc.name, " ", "-")+".yaml"), got)
+			if strings.Join(e.Dropped, ",") != strings.Join(tc.dropped, ",") {
+				t.Errorf("dropped %v, want %v", e.Dropped, tc.dropped)
+			}
+			again, _ := yaml.Marshal(RenderEgress(spec, map[string][]netip.Addr{"allowed.example": append([]netip.Addr{}, tc.addrs...)}, DefaultDNSSelector, nil).Spec)
+			if !bytes.Equal(got, again) {
+				t.Error("rendering is not stable")
+			}
+		})
 	}
 }

@@ -1,4 +1,4 @@
--- Argo CD health check for gate.intutic.io/v1alpha1 HarnessAgentPolicy.
+-- Argo CD health check for gate.intutic.io/v1alpha1 HarnessAgentPolicy and SessionConfirmer.
 -- Progressing until the controller has observed the current generation and set Ready;
 -- then Healthy on Ready=True and Degraded on Ready=False.
 local hs = {}

@@ -1,0 +1,76 @@
+// Package testutil holds the helpers the repository's tests share: a test-scoped context,
+// polling until a condition holds, a fresh namespace on a test API server, and running a
+// command for its output.
+//
+// Only _test.go files import it; product code must not.
+package testutil
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Context returns a context that expires after timeout and is cancelled when the test ends.
+func Context(t testing.TB, timeout time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Eventually calls check every 100ms until it returns nil, and fails the test with check's
+// last error if that has not happened within timeout.
+func Eventually(t testing.TB, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %v", timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// WaitFor polls cond every 20ms and fails the test if it is not true within 10s: the wait for
+// in-process work (a queue, a handler's goroutine) that finishes in milliseconds.
+func WaitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// CreateNamespace creates a namespace named prefix plus a random suffix (prefix is its
+// GenerateName, e.g. "schema-") and returns the name.
+func CreateNamespace(ctx context.Context, t testing.TB, c client.Client, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// Run runs name with args in dir (the test's working directory when dir is empty) and returns
+// its combined stdout and stderr.
+func Run(t testing.TB, dir, name string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
