@@ -2,10 +2,16 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
+	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -13,79 +19,187 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/controllers"
 	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/egress"
 )
 
 func main() {
-	var (
-		metricsAddr, probeAddr string
-		leaderElect            bool
-		dnsNamespace, dnsPods  string
-		resolveMin, resolveMax time.Duration
-		resolvConf, mountDir   string
-		confirmerImage         string
-		nameserver             string
-		serviceCIDRs, podCIDRs string
-	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so only one of several replicas reconciles")
-	flag.StringVar(&dnsNamespace, "dns-namespace", bootstrap.DefaultDNSSelector.Namespace, "namespace of the cluster DNS pods that allow-listed sandboxes may query")
-	flag.StringVar(&dnsPods, "dns-pod-labels", "k8s-app=kube-dns", "labels of the cluster DNS pods, as key=value[,key=value]")
-	flag.DurationVar(&resolveMin, "resolve-min-interval", bootstrap.DefaultMinResolveInterval, "floor of the interval at which allowed hosts are re-resolved")
-	flag.DurationVar(&resolveMax, "resolve-max-interval", bootstrap.DefaultMaxResolveInterval, "cap of the interval at which allowed hosts are re-resolved")
-	flag.StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration whose nameservers resolve allowed hosts")
-	flag.StringVar(&mountDir, "bootstrap-mount-dir", bootstrap.DefaultMountDir, "where sandbox pods mount the bootstrap ConfigMap")
-	flag.StringVar(&nameserver, "nameserver", "", "host:port of the DNS server that resolves allowed hosts, instead of the nameservers of --resolv-conf")
-	flag.StringVar(&serviceCIDRs, "service-cidrs", bootstrap.DefaultClusterCIDRs, "the cluster's Service ranges, comma-separated: an allowed host's DNS answer inside them is dropped (allowedCIDRs may still cover them); the default, the private ranges, holds most clusters' ranges (docs/egress-carve-outs.md)")
-	flag.StringVar(&podCIDRs, "pod-cidrs", bootstrap.DefaultClusterCIDRs, "the cluster's Pod ranges, comma-separated, treated like --service-cidrs")
-	flag.StringVar(&confirmerImage, "confirmer-image", "ghcr.io/intutic/gate-confirmer:v0.1.0", "image of the confirmer Deployments, unless a SessionConfirmer sets spec.image")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
-	flag.Parse()
+	s, err := parseFlags(flag.CommandLine, os.Args[1:])
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	if err := run(metricsAddr, probeAddr, leaderElect, dnsNamespace, dnsPods, resolveMin, resolveMax, resolvConf, nameserver, mountDir, confirmerImage, serviceCIDRs, podCIDRs); err != nil {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		os.Exit(2)
+	}
+	if err := run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), s); err != nil {
 		ctrl.Log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
 }
 
-func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods string, resolveMin, resolveMax time.Duration, resolvConf, nameserver, mountDir, confirmerImage, serviceCIDRs, podCIDRs string) error {
-	podLabels, err := labels.ConvertSelectorToLabelsMap(dnsPods)
-	if err != nil || len(podLabels) == 0 {
-		return fmt.Errorf("--dns-pod-labels %q is not key=value[,key=value]", dnsPods)
+// settings are the manager's flags, validated.
+type settings struct {
+	metricsAddr    string
+	metricsSecure  bool
+	metricsCertDir string
+	probeAddr      string
+	leaderElect    bool
+	// namespaces are the namespaces served; empty serves every namespace.
+	namespaces     []string
+	dns            egress.DNSSelector
+	resolver       *egress.DNSResolver
+	resolveMin     time.Duration
+	resolveMax     time.Duration
+	clusterCIDRs   []netip.Prefix
+	bootstrap      bootstrap.Options
+	confirmerImage string
+}
+
+// parseFlags binds the manager's flags to fs, parses args and validates them; every error
+// names the flag at fault.
+func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
+	var (
+		s                      settings
+		namespaces             string
+		dnsPods                string
+		resolvConf, nameserver string
+		serviceCIDRs, podCIDRs string
+	)
+	fs.StringVar(&s.metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint; 0 disables it")
+	fs.BoolVar(&s.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers whose ServiceAccount token passes a TokenReview and who may get /metrics (SubjectAccessReview); false serves plain HTTP to anyone, for local development")
+	fs.StringVar(&s.metricsCertDir, "metrics-cert-dir", "", "directory holding tls.crt and tls.key for the metrics endpoint (reloaded when they change); empty uses a self-signed certificate generated at start-up")
+	fs.StringVar(&s.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.BoolVar(&s.leaderElect, "leader-elect", false, "elect a leader, so only one of several replicas reconciles")
+	fs.StringVar(&namespaces, "namespaces", "", "namespaces to serve, comma-separated: policies and SessionConfirmers elsewhere are ignored, and RBAC is needed only in these; empty serves every namespace")
+	fs.StringVar(&s.dns.Namespace, "dns-namespace", egress.DefaultDNSSelector.Namespace, "namespace of the cluster DNS pods that allow-listed sandboxes may query")
+	fs.StringVar(&dnsPods, "dns-pod-labels", "k8s-app=kube-dns", "labels of the cluster DNS pods, as key=value[,key=value]")
+	fs.DurationVar(&s.resolveMin, "resolve-min-interval", egress.DefaultMinResolveInterval, "floor of the interval at which allowed hosts are re-resolved")
+	fs.DurationVar(&s.resolveMax, "resolve-max-interval", egress.DefaultMaxResolveInterval, "cap of the interval at which allowed hosts are re-resolved")
+	fs.StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration whose nameservers resolve allowed hosts")
+	fs.StringVar(&s.bootstrap.MountDir, "bootstrap-mount-dir", bootstrap.DefaultMountDir, "where sandbox pods mount the bootstrap ConfigMap (absolute)")
+	fs.StringVar(&s.bootstrap.HookBin, "gate-hook-path", bootstrap.DefaultHookBin, "where sandbox pods have the gate-hook binary (absolute); every bundle's hook wrapper runs exactly this file")
+	fs.StringVar(&nameserver, "nameserver", "", "host:port of the DNS server that resolves allowed hosts, instead of the nameservers of --resolv-conf")
+	fs.StringVar(&serviceCIDRs, "service-cidrs", egress.DefaultClusterCIDRs, "the cluster's Service ranges, comma-separated: an allowed host's DNS answer inside them is dropped (allowedCIDRs may still cover them); the default, the private ranges, holds most clusters' ranges (docs/egress-carve-outs.md)")
+	fs.StringVar(&podCIDRs, "pod-cidrs", egress.DefaultClusterCIDRs, "the cluster's Pod ranges, comma-separated, treated like --service-cidrs")
+	fs.StringVar(&s.confirmerImage, "confirmer-image", "ghcr.io/intutic/gate-confirmer:v0.1.0", "image of the confirmer Deployments, unless a SessionConfirmer sets spec.image")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
 	}
-	if strings.TrimSpace(dnsNamespace) == "" {
-		return fmt.Errorf("--dns-namespace is empty")
-	}
-	services, err := bootstrap.ParsePrefixes(serviceCIDRs)
-	if err != nil {
-		return fmt.Errorf("--service-cidrs: %w", err)
-	}
-	pods, err := bootstrap.ParsePrefixes(podCIDRs)
-	if err != nil {
-		return fmt.Errorf("--pod-cidrs: %w", err)
-	}
-	var resolver *bootstrap.DNSResolver
-	if nameserver != "" {
-		if _, _, err := net.SplitHostPort(nameserver); err != nil {
-			return fmt.Errorf("--nameserver %q is not host:port", nameserver)
-		}
-		resolver = &bootstrap.DNSResolver{Servers: []string{nameserver}, Timeout: 2 * time.Second}
-	} else if resolver, err = bootstrap.NewDNSResolver(resolvConf); err != nil {
-		return fmt.Errorf("--resolv-conf: %w", err)
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 
+	var err error
+	if s.namespaces, err = parseNamespaces(namespaces); err != nil {
+		return nil, err
+	}
+	if s.metricsCertDir != "" {
+		for _, f := range []string{"tls.crt", "tls.key"} {
+			if _, err := os.Stat(filepath.Join(s.metricsCertDir, f)); err != nil {
+				return nil, fmt.Errorf("--metrics-cert-dir: %w", err)
+			}
+		}
+	}
+	if s.dns.Labels, err = labels.ConvertSelectorToLabelsMap(dnsPods); err != nil || len(s.dns.Labels) == 0 {
+		return nil, fmt.Errorf("--dns-pod-labels %q is not key=value[,key=value]", dnsPods)
+	}
+	if strings.TrimSpace(s.dns.Namespace) == "" {
+		return nil, errors.New("--dns-namespace is empty")
+	}
+	// bootstrap.Render refuses relative paths for every policy; refuse them once, here.
+	if !path.IsAbs(s.bootstrap.MountDir) {
+		return nil, fmt.Errorf("--bootstrap-mount-dir %q is not an absolute path", s.bootstrap.MountDir)
+	}
+	if !path.IsAbs(s.bootstrap.HookBin) {
+		return nil, fmt.Errorf("--gate-hook-path %q is not an absolute path", s.bootstrap.HookBin)
+	}
+	services, err := egress.ParsePrefixes(serviceCIDRs)
+	if err != nil {
+		return nil, fmt.Errorf("--service-cidrs: %w", err)
+	}
+	pods, err := egress.ParsePrefixes(podCIDRs)
+	if err != nil {
+		return nil, fmt.Errorf("--pod-cidrs: %w", err)
+	}
+	s.clusterCIDRs = slices.Concat(services, pods)
+	if nameserver != "" {
+		if _, _, err := net.SplitHostPort(nameserver); err != nil {
+			return nil, fmt.Errorf("--nameserver %q is not host:port", nameserver)
+		}
+		s.resolver = &egress.DNSResolver{Servers: []string{nameserver}, Timeout: 2 * time.Second}
+	} else if s.resolver, err = egress.NewDNSResolver(resolvConf); err != nil {
+		return nil, fmt.Errorf("--resolv-conf: %w", err)
+	}
+	return &s, nil
+}
+
+// parseNamespaces reads --namespaces: empty is every namespace, otherwise distinct
+// namespace names (DNS labels).
+func parseNamespaces(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, ns := range strings.Split(list, ",") {
+		ns = strings.TrimSpace(ns)
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("--namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		if slices.Contains(out, ns) {
+			return nil, fmt.Errorf("--namespaces: %q is listed twice", ns)
+		}
+		out = append(out, ns)
+	}
+	return out, nil
+}
+
+// cacheOptions scopes the cache to the manager's own children (controllers.CacheByObject)
+// and, with --namespaces, to those namespaces: every informer, the policies' and
+// SessionConfirmers' included, then lists and watches only there.
+func cacheOptions(namespaces []string) cache.Options {
+	o := cache.Options{ByObject: controllers.CacheByObject()}
+	if len(namespaces) > 0 {
+		o.DefaultNamespaces = make(map[string]cache.Config, len(namespaces))
+		for _, ns := range namespaces {
+			o.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return o
+}
+
+// metricsOptions serves /metrics over HTTPS to authenticated and authorized callers unless
+// --metrics-secure=false.
+func metricsOptions(s *settings) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: s.metricsAddr}
+	if !s.metricsSecure {
+		return o
+	}
+	o.SecureServing = true
+	// TokenReview and SubjectAccessReview against the API server: the manager needs the
+	// gate-operator-metrics-auth ClusterRole, a scraper gate-operator-metrics-reader.
+	o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	o.CertDir = s.metricsCertDir
+	// HTTP/1.1 only, as kubebuilder's scaffolding does: the endpoint is reachable before
+	// authentication, and HTTP/2's stream resets (CVE-2023-44487, CVE-2023-39325) need not be.
+	o.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+	return o
+}
+
+func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -93,13 +207,13 @@ func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods 
 	if err := gatev1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress: probeAddr,
-		LeaderElection:         leaderElect,
+		Metrics:                metricsOptions(s),
+		HealthProbeBindAddress: s.probeAddr,
+		LeaderElection:         s.leaderElect,
 		LeaderElectionID:       "gate-operator.gate.intutic.io",
-		Cache:                  cache.Options{ByObject: controllers.CacheByObject()},
+		Cache:                  cacheOptions(s.namespaces),
 		Client: client.Options{Cache: &client.CacheOptions{
 			// Secrets are never read through a cache.
 			DisableFor: []client.Object{&corev1.Secret{}},
@@ -111,19 +225,19 @@ func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods 
 	if err := (&controllers.HarnessAgentPolicyReconciler{
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorder("gate-operator"),
-		Resolver:     resolver,
-		DNS:          bootstrap.DNSSelector{Namespace: dnsNamespace, Labels: podLabels},
-		ClusterCIDRs: slices.Concat(services, pods),
-		Bootstrap:    bootstrap.Options{MountDir: mountDir},
-		MinResolve:   resolveMin,
-		MaxResolve:   resolveMax,
+		Resolver:     s.resolver,
+		DNS:          s.dns,
+		ClusterCIDRs: s.clusterCIDRs,
+		Bootstrap:    s.bootstrap,
+		MinResolve:   s.resolveMin,
+		MaxResolve:   s.resolveMax,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&controllers.SessionConfirmerReconciler{
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
-		ConfirmerImage: confirmerImage,
+		ConfirmerImage: s.confirmerImage,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -133,6 +247,7 @@ func run(metricsAddr, probeAddr string, leaderElect bool, dnsNamespace, dnsPods 
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting manager", "metrics", metricsAddr, "probes", probeAddr, "leaderElect", leaderElect)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	ctrl.Log.Info("starting manager", "metrics", s.metricsAddr, "metricsSecure", s.metricsSecure, "probes", s.probeAddr,
+		"leaderElect", s.leaderElect, "namespaces", s.namespaces, "gateHookPath", s.bootstrap.HookBin)
+	return mgr.Start(ctx)
 }

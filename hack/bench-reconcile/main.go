@@ -225,7 +225,8 @@ type manager struct {
 }
 
 func startManager() (*manager, error) {
-	args := []string{"--kubeconfig", *kubeconfig, "--metrics-bind-address", *metrics, "--health-probe-bind-address", "127.0.0.1:0"}
+	// Plain HTTP metrics, scraped without a token: a local control plane, nothing to protect.
+	args := []string{"--kubeconfig", *kubeconfig, "--metrics-bind-address", *metrics, "--metrics-secure=false", "--health-probe-bind-address", "127.0.0.1:0"}
 	if *resolvConf != "" {
 		args = append(args, "--resolv-conf", *resolvConf)
 	}
@@ -331,7 +332,7 @@ func waitReconciled(n int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		m, err := scrape()
-		if err == nil && m[`gate_operator_policy_reconcile_total{result="success"}`] >= float64(n) {
+		if err == nil && m[`controller_runtime_reconcile_total{controller="harnessagentpolicy",result="success"}`] >= float64(n) {
 			return nil
 		}
 		time.Sleep(250 * time.Millisecond)

@@ -1,0 +1,78 @@
+package install_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/intutic/gate-operator/internal/apiservertest"
+)
+
+var (
+	envOnce       sync.Once
+	env           *envtest.Environment
+	envClient     client.Client
+	envKubeconfig string // a kubeconfig file for envtest, for helm
+	envErr        error
+	warnings      = &warningCollector{}
+)
+
+// apiServer starts envtest once (no CRDs: the manifests under test bring their own).
+func apiServer(t *testing.T) client.Client {
+	t.Helper()
+	envOnce.Do(func() {
+		e, err := apiservertest.Environment(false)
+		if err != nil {
+			envErr = err
+			return
+		}
+		cfg, err := e.Start()
+		if err != nil {
+			envErr = fmt.Errorf("starting envtest: %w", err)
+			return
+		}
+		env = e
+		dir, err := os.MkdirTemp("", "install-test-")
+		if err != nil {
+			envErr = err
+			return
+		}
+		envKubeconfig = filepath.Join(dir, "kubeconfig")
+		if envErr = os.WriteFile(envKubeconfig, e.KubeConfig, 0o600); envErr != nil {
+			return
+		}
+		cfg.WarningHandlerWithContext = warnings
+		envClient, envErr = client.New(cfg, client.Options{})
+	})
+	if envErr != nil {
+		t.Fatal(envErr)
+	}
+	return envClient
+}
+
+// warningCollector records the API server's warnings (the Warning response header).
+type warningCollector struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warningCollector) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+// reset returns the warnings seen since the last reset.
+func (w *warningCollector) reset() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := w.seen
+	w.seen = nil
+	return seen
+}

@@ -1,0 +1,138 @@
+package install_test
+
+import (
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+type managerWant struct {
+	replicas        int32
+	image           string
+	pullPolicy      corev1.PullPolicy // empty: IfNotPresent
+	confirmerImage  string
+	metricsInsecure bool // --metrics-secure=false
+	leaderElect     bool
+	namespaces      string // --namespaces, empty: not passed
+	extraArgs       []string
+	resources       corev1.ResourceRequirements
+}
+
+func checkManagerPod(t *testing.T, dep *appsv1.Deployment, want managerWant) {
+	t.Helper()
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != want.replicas {
+		t.Errorf("Deployment replicas = %v, want %d", dep.Spec.Replicas, want.replicas)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+	if err != nil || !sel.Matches(labels.Set(dep.Spec.Template.Labels)) {
+		t.Errorf("Deployment selector %v does not select its pod template labels %v (%v)", dep.Spec.Selector, dep.Spec.Template.Labels, err)
+	}
+	pod := dep.Spec.Template.Spec
+	if pod.ServiceAccountName == "" {
+		t.Errorf("pod has no serviceAccountName")
+	}
+	psc := pod.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+		t.Errorf("pod securityContext.runAsNonRoot is not true: %+v", psc)
+	}
+	if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod securityContext.seccompProfile is not RuntimeDefault: %+v", psc)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("pod has %d containers, want 1 (manager)", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if c.Name != "manager" || c.Image != want.image {
+		t.Errorf("container %s runs %q, want manager running %q", c.Name, c.Image, want.image)
+	}
+	wantPull := want.pullPolicy
+	if wantPull == "" {
+		wantPull = corev1.PullIfNotPresent
+	}
+	if c.ImagePullPolicy != wantPull {
+		t.Errorf("imagePullPolicy = %q, want %q", c.ImagePullPolicy, wantPull)
+	}
+	if sc := c.SecurityContext; sc == nil {
+		t.Errorf("manager container has no securityContext")
+	} else {
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("allowPrivilegeEscalation is not false: %v", sc.AllowPrivilegeEscalation)
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("readOnlyRootFilesystem is not true: %v", sc.ReadOnlyRootFilesystem)
+		}
+		if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+			t.Errorf("container runAsNonRoot is not true: %v", sc.RunAsNonRoot)
+		}
+		if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
+			t.Errorf("capabilities = %+v, want drop [ALL] and add nothing", sc.Capabilities)
+		}
+		if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("container seccompProfile is not RuntimeDefault: %+v", sc.SeccompProfile)
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			t.Errorf("container is privileged")
+		}
+	}
+	checkProbe(t, "liveness", c.LivenessProbe, "/healthz")
+	checkProbe(t, "readiness", c.ReadinessProbe, "/readyz")
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if ports["metrics"] != 8443 || ports["health"] != 8081 {
+		t.Errorf("container ports %v, want metrics 8443 and health 8081", ports)
+	}
+
+	wantArgs := []string{"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081", "--confirmer-image=" + want.confirmerImage}
+	if want.metricsInsecure {
+		wantArgs = append(wantArgs, "--metrics-secure=false")
+	}
+	if want.leaderElect {
+		wantArgs = append(wantArgs, "--leader-elect")
+	}
+	if want.namespaces != "" {
+		wantArgs = append(wantArgs, "--namespaces="+want.namespaces)
+	}
+	wantArgs = append(wantArgs, want.extraArgs...)
+	if !slices.Equal(c.Args, wantArgs) {
+		t.Errorf("manager args = %q, want %q", c.Args, wantArgs)
+	}
+	if !equality.Semantic.DeepEqual(c.Resources, want.resources) {
+		t.Errorf("manager resources = %v, want %v", c.Resources, want.resources)
+	}
+}
+
+func checkProbe(t *testing.T, which string, p *corev1.Probe, path string) {
+	t.Helper()
+	if p == nil || p.HTTPGet == nil {
+		t.Errorf("%s probe is not an HTTP GET: %+v", which, p)
+		return
+	}
+	if p.HTTPGet.Path != path || p.HTTPGet.Port.IntValue() != 8081 {
+		t.Errorf("%s probe GETs %s on port %s, want %s on 8081", which, p.HTTPGet.Path, p.HTTPGet.Port.String(), path)
+	}
+}
+
+// checkMetricsService finds the metrics Service and checks it serves the pod's metrics port.
+func checkMetricsService(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment) *corev1.Service {
+	t.Helper()
+	svcs := ofKind(objs, "Service")
+	if len(svcs) != 1 {
+		t.Fatalf("%d Services rendered, want 1 (metrics)", len(svcs))
+	}
+	svc := typed[corev1.Service](t, svcs[0])
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "metrics" || svc.Spec.Ports[0].Port != 8443 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
+		t.Errorf("Service %s ports %v, want one port named metrics, 8443 -> metrics", svc.Name, svc.Spec.Ports)
+	}
+	if len(svc.Spec.Selector) == 0 || !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(dep.Spec.Template.Labels)) {
+		t.Errorf("Service selector %v does not select the manager pods (labels %v)", svc.Spec.Selector, dep.Spec.Template.Labels)
+	}
+	return svc
+}
