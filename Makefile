@@ -2,9 +2,11 @@
 
 K8S_VERSION            ?= v1.37.2
 CONTROLLER_GEN_VERSION ?= v0.23.0
+GOLANGCI_LINT_VERSION  ?= v2.15.0
 
 LOCALBIN       := $(CURDIR)/bin
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen
+GOLANGCI_LINT  := $(LOCALBIN)/golangci-lint
 ENVTEST_ASSETS := $(LOCALBIN)/k8s/$(K8S_VERSION)
 GO_TEST_FLAGS  ?= -race -count=1 -timeout 20m
 
@@ -33,8 +35,12 @@ manifests: tools ## Generate CRDs into config/crd/bases and RBAC into config/rba
 chart-sync: ## Regenerate the chart's CRDs and ClusterRole from config/.
 	hack/sync-chart.sh
 
+.PHONY: lint
+lint: tools ## Run golangci-lint (.golangci.yml) over every package, the conformance suite included.
+	$(GOLANGCI_LINT) run ./...
+
 .PHONY: verify
-verify: generate manifests chart-sync ## Fail when generated files are stale, code is not gofmt-ed, or go vet complains.
+verify: generate manifests chart-sync lint ## Fail when generated files are stale, code is not gofmt-ed, go vet complains, or the linters do.
 	@stale=$$(git status --porcelain -- api config charts); \
 	if [ -n "$$stale" ]; then echo "generated files are stale; run 'make generate manifests chart-sync' and commit:"; echo "$$stale"; exit 1; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -60,12 +66,21 @@ envtest-assets: ## Build kube-apiserver, kube-controller-manager and etcd into b
 	K8S_VERSION=$(K8S_VERSION) hack/build-control-plane.sh
 
 .PHONY: tools
-tools: ## Install the pinned tools (controller-gen, helm) into bin/; nothing is reinstalled that is already at its pinned version.
+tools: ## Install the pinned tools (controller-gen, helm, golangci-lint) into bin/; nothing is reinstalled that is already at its pinned version.
 	hack/install-tool.sh $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen $(CONTROLLER_GEN_VERSION)
 	hack/install-tool.sh $(LOCALBIN)/helm helm.sh/helm/v3/cmd/helm v3.22.0
+	hack/install-tool.sh $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint $(GOLANGCI_LINT_VERSION)
 
 ##@ Demo
 
 .PHONY: demo
 demo: ## Run gate-operator end to end on a local control plane (builds what is missing first).
 	go run ./hack/demo
+
+##@ Release
+
+IMAGE_ARCH ?= $(shell go env GOARCH)
+
+.PHONY: images
+images: ## Build the manager and confirmer images into bin/images/*.tar (docker-archive, tagged with the chart's appVersion) and print their digests; no container engine or registry.
+	go run ./hack/images -out $(LOCALBIN)/images -arch $(IMAGE_ARCH)

@@ -193,9 +193,13 @@ func TestFailuresBlock(t *testing.T) {
 	snap := writeSnapshot(t, "ws_123")
 	dir := t.TempDir()
 	corrupt := filepath.Join(dir, "corrupt.rules")
-	os.WriteFile(corrupt, []byte(`{"apiVersion":`), 0o644)
+	if err := os.WriteFile(corrupt, []byte(`{"apiVersion":`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	empty := filepath.Join(dir, "empty.rules")
-	os.WriteFile(empty, nil, 0o644)
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	good := payload("Bash", map[string]any{"command": "ls " + secret}, nil)
 	oversized := payload("Write", map[string]any{"file_path": "/w/big", "content": strings.Repeat("a", gate.MaxHookInput) + secret}, nil)
 

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+const (
+	// caCertsPath is where Go's crypto/x509 looks first on Linux, in the images, and where
+	// Debian's ca-certificates puts its bundle on the build machine.
+	caCertsPath    = "/etc/ssl/certs/ca-certificates.crt"
+	defaultCACerts = caCertsPath
+	// nonroot is the user and group the images run as (distroless's nonroot).
+	nonroot = 65532
+)
+
+// imageSpec is one image: its binaries sit at /<name>, the first is the entrypoint (the
+// Deployments set only args; the sandbox init container runs /gate-hook as its command).
+type imageSpec struct {
+	name, ref string
+	binaries  []string
+}
+
+func imageSpecs(src *source) []imageSpec {
+	return []imageSpec{
+		{name: "gate-operator", ref: src.operatorRef, binaries: []string{"manager"}},
+		{name: "gate-confirmer", ref: src.confirmerRef, binaries: []string{"confirmer", "gate-hook"}},
+	}
+}
+
+// file is one entry of the layer, with every header field that could vary set explicitly.
+type file struct {
+	path     string // relative to /, directories ending in "/"
+	mode     int64
+	uid, gid int
+	data     []byte
+}
+
+// rootFiles are the files every image carries besides its binaries: a passwd and group naming
+// root and nonroot, nonroot's home, and the CA bundle for outbound TLS (the Anthropic API).
+func rootFiles(ca []byte) []file {
+	return []file{
+		{path: "etc/", mode: 0o755},
+		{path: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+		{path: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{path: "etc/ssl/", mode: 0o755},
+		{path: "etc/ssl/certs/", mode: 0o755},
+		{path: caCertsPath[1:], mode: 0o644, data: ca},
+		{path: "home/", mode: 0o755},
+		{path: "home/nonroot/", mode: 0o700, uid: nonroot, gid: nonroot},
+	}
+}
+
+// writeImage writes spec's image as a docker-archive tarball at path (atomically) and returns
+// its digest. The image keeps Docker media types: `crane push` of the tarball rebuilds the
+// manifest with those, so the digest printed is the digest pushed.
+func writeImage(spec imageSpec, src *source, arch string, ca []byte, binDir, path string) (string, error) {
+	tag, err := name.NewTag(spec.ref, name.StrictValidation)
+	if err != nil {
+		return "", err
+	}
+	files := rootFiles(ca)
+	for _, b := range spec.binaries {
+		data, err := os.ReadFile(filepath.Join(binDir, b))
+		if err != nil {
+			return "", err
+		}
+		files = append(files, file{path: b, mode: 0o755, data: data})
+	}
+	layerBlob, err := gzipTar(files, src.epoch)
+	if err != nil {
+		return "", err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerBlob)), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	created := v1.Time{Time: src.epoch}
+	img, err := mutate.Append(empty.Image, mutate.Addendum{
+		Layer:   layer,
+		History: v1.History{Created: created, CreatedBy: "go run ./hack/images", Comment: "static binaries, passwd, group, CA certificates"},
+	})
+	if err != nil {
+		return "", err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return "", err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Created = "linux", arch, created
+	cf.Config = v1.Config{
+		User:       fmt.Sprintf("%d:%d", nonroot, nonroot),
+		Entrypoint: []string{"/" + spec.binaries[0]},
+		WorkingDir: "/",
+		Labels: map[string]string{
+			"org.opencontainers.image.title":    spec.name,
+			"org.opencontainers.image.source":   src.url,
+			"org.opencontainers.image.version":  src.version,
+			"org.opencontainers.image.revision": src.revision,
+		},
+	}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return "", err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tarball.Write(tag, img, tmp); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return "", err
+	}
+	return digest.String(), os.Rename(tmp.Name(), path)
+}
+
+// gzipTar is the layer: files in the order given, every time at mtime; gzip's header carries
+// no name or time, so the blob depends on the files alone.
+func gzipTar(files []file, mtime time.Time) ([]byte, error) {
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
+	if err != nil {
+		return nil, err
+	}
+	tw := tar.NewWriter(zw)
+	for _, f := range files {
+		h := &tar.Header{
+			Name:     f.path,
+			Mode:     f.mode,
+			Uid:      f.uid,
+			Gid:      f.gid,
+			ModTime:  mtime,
+			Typeflag: tar.TypeReg,
+			Size:     int64(len(f.data)),
+			Format:   tar.FormatUSTAR,
+		}
+		if f.path[len(f.path)-1] == '/' {
+			h.Typeflag, h.Size = tar.TypeDir, 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.path, err)
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,71 @@
+// Command images builds gate-operator's two images without a container engine or a registry:
+// static binaries and a few files in one layer on an empty base, each written as a
+// docker-archive tarball (bin/images/<name>.tar) that `crane push`, `docker load` and
+// `ctr images import` accept. The same source, Go toolchain and CA bundle build the same
+// digests. It prints "<ref> <digest>" for each image on stdout, its progress on stderr.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+func main() {
+	o := options{root: ".", out: "bin/images"}
+	flag.StringVar(&o.root, "root", o.root, "root of the gate-operator module")
+	flag.StringVar(&o.out, "out", o.out, "directory the image tarballs are written to")
+	flag.StringVar(&o.arch, "arch", runtime.GOARCH, "GOARCH of the binaries and the images (the OS is linux)")
+	flag.StringVar(&o.caCerts, "ca-certs", defaultCACerts, "CA bundle copied into the images as "+caCertsPath)
+	flag.StringVar(&o.bin, "bin", "", "directory of prebuilt manager, confirmer and gate-hook binaries (static, linux/<arch>); empty builds them")
+	flag.Parse()
+	if err := run(o, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "images:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	root, out, arch, caCerts string
+	bin                      string // prebuilt binaries, or "" to build them
+}
+
+// run builds the binaries (unless o.bin is set) and writes both images to o.out.
+func run(o options, stdout, progress io.Writer) error {
+	src, err := readSource(o.root)
+	if err != nil {
+		return err
+	}
+	ca, err := os.ReadFile(o.caCerts)
+	if err != nil {
+		return fmt.Errorf("reading the CA bundle for the images (Debian's ca-certificates provides %s; or pass -ca-certs): %w", defaultCACerts, err)
+	}
+	if o.bin == "" {
+		dir, err := os.MkdirTemp("", "gate-operator-images-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		fmt.Fprintf(progress, "building %v for linux/%s (CGO_ENABLED=0, -trimpath)\n", binaries, o.arch)
+		if err := buildBinaries(o.root, o.arch, dir); err != nil {
+			return err
+		}
+		o.bin = dir
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	for _, spec := range imageSpecs(src) {
+		path := filepath.Join(o.out, spec.name+".tar")
+		fmt.Fprintf(progress, "writing %s (%s)\n", path, spec.ref)
+		digest, err := writeImage(spec, src, o.arch, ca, o.bin, path)
+		if err != nil {
+			return fmt.Errorf("image %s: %w", spec.name, err)
+		}
+		fmt.Fprintf(stdout, "%s %s\n", spec.ref, digest)
+	}
+	return nil
+}
