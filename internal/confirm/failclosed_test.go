@@ -8,24 +8,8 @@ import (
 
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
-
-// cronGate blocks writes under /etc; any other call is allowed.
-func cronGate(t *testing.T) *gate.Gate {
-	t.Helper()
-	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/p", Generation: 1}, []gate.Rule{
-		{Name: "no-etc-writes", Tools: []string{"write"}, When: `has(input.file_path) && input.file_path.startsWith("/etc/")`, Action: gate.Block, Reason: "no writes under /etc"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := s.Encode()
-	g := gate.New("")
-	if err := g.Load(data); err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
 
 // TestConfirmerUndecodableInputIsDenied: the Managed Agents confirmer denies a call whose
 // input does not decode, with the refusal message, as for any other Block.
@@ -34,7 +18,7 @@ func TestConfirmerUndecodableInputIsDenied(t *testing.T) {
 	ids := f.AddSession("sesn_x", "agent_1", anthropictest.ToolUse{Name: "write", Permission: "ask",
 		Input: map[string]any{"file_path": "/etc/cron.d/x", "content": "x", "n": json.RawMessage("1e999")}})
 	c := newConfirmer(t, f)
-	c.Gate = cronGate(t)
+	c.Gate = gatetest.NoEtcWrites(t)
 	var audit []AuditRecord
 	c.Audit = func(r AuditRecord) { audit = append(audit, r) }
 	if _, err := c.AnswerSession(context.Background(), "sesn_x"); err != nil {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
 
 type reviewerFunc func(context.Context, *authenticationv1.TokenReview) (*authenticationv1.TokenReview, error)
@@ -65,7 +66,7 @@ func fetch(t *testing.T, srv *httptest.Server, method, path, token, body string)
 func TestReviewFailureIsNotShown(t *testing.T) {
 	const detail = `Post "https://10.96.0.1:443/apis/authentication.k8s.io/v1/tokenreviews": dial tcp 10.96.0.1:443: connect: connection refused`
 	var logs logSink
-	api := &API{Gate: testGate(t), Log: logs.logger(), Auth: &Authenticator{
+	api := &API{Gate: gatetest.CodingAgents(t), Log: logs.logger(), Auth: &Authenticator{
 		Reviewer: reviewerFunc(func(context.Context, *authenticationv1.TokenReview) (*authenticationv1.TokenReview, error) {
 			return nil, errors.New(detail)
 		}),

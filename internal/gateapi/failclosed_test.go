@@ -7,30 +7,14 @@ import (
 	"testing"
 
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
-
-// cronGate blocks writes under /etc; any other call is allowed.
-func cronGate(t *testing.T) *gate.Gate {
-	t.Helper()
-	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/p", Generation: 1}, []gate.Rule{
-		{Name: "no-etc-writes", Tools: []string{"write"}, When: `has(input.file_path) && input.file_path.startsWith("/etc/")`, Action: gate.Block, Reason: "no writes under /etc"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := s.Encode()
-	g := gate.New("")
-	if err := g.Load(data); err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
 
 // TestHarnessUndecodableInputIsRefused: an approval whose input the gate cannot decode as the
 // harness would (1e999 is Infinity to Node, text is not JSON, nesting is too deep for Go) is
 // refused, never evaluated as {"args": [text]} and approved.
 func TestHarnessUndecodableInputIsRefused(t *testing.T) {
-	f := newAPI(t, cronGate(t))
+	f := newAPI(t, gatetest.NoEtcWrites(t))
 	quoted := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
 	rows := map[string]string{
@@ -78,7 +62,7 @@ func postUseNumber(t *testing.T, f *apiFixture, path, body string) (int, map[str
 // TestStrictRequestDecoding: request bodies are read as the JavaScript that sent them reads
 // them back: a field named in another case is not an alias, and nothing follows the value.
 func TestStrictRequestDecoding(t *testing.T) {
-	f := newAPI(t, testGate(t))
+	f := newAPI(t, gatetest.CodingAgents(t))
 	for _, c := range []struct{ path, body string }{
 		{"/v1/guard", `{"tool":"bash","TOOL":"read","input":{"command":"rm -rf /"}}`},
 		{"/v1/guard", `{"Tool":"read"}`},

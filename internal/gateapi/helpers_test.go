@@ -12,28 +12,10 @@ import (
 	"github.com/intutic/gate-operator/internal/anthropic"
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/confirm"
-	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
 
 const fakeKey = "sk-ant-fake-key"
-
-// testGate blocks rm -rf / and sends deploys to a human.
-func testGate(t testing.TB) *gate.Gate {
-	t.Helper()
-	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/coding-agents", Generation: 1}, []gate.Rule{
-		{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.matches("rm\\s+-rf\\s+/")`, Action: gate.Block, Reason: "destructive command on the root filesystem", Code: "destructive_command"},
-		{Name: "deploys-need-human", Tools: []string{"mcp__deploy__*"}, Action: gate.Ask, Reason: "deploys need a human"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := s.Encode()
-	g := gate.New("")
-	if err := g.Load(data); err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
 
 // newConfirmer is the confirmer behind the webhook queue, on the fake Sessions API.
 func newConfirmer(t testing.TB, fake *anthropictest.Server) *confirm.Confirmer {
@@ -47,7 +29,7 @@ func newConfirmer(t testing.TB, fake *anthropictest.Server) *confirm.Confirmer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &confirm.Confirmer{Client: c, Gate: testGate(t), Deadline: 15 * time.Minute, Log: logr.Discard()}
+	return &confirm.Confirmer{Client: c, Gate: gatetest.CodingAgents(t), Deadline: 15 * time.Minute, Log: logr.Discard()}
 }
 
 func newFake(t testing.TB) *anthropictest.Server {

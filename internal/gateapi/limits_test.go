@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/intutic/gate-operator/internal/anthropic"
+	"github.com/intutic/gate-operator/internal/gate/gatetest"
 	"github.com/intutic/gate-operator/internal/testutil"
 )
 
@@ -53,7 +54,7 @@ func limitsAPI(t *testing.T) *API {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &API{Gate: testGate(t), Webhook: wh, Log: logr.Discard()} // Auth nil: the body is read at once
+	return &API{Gate: gatetest.CodingAgents(t), Webhook: wh, Log: logr.Discard()} // Auth nil: the body is read at once
 }
 
 // TestStalledBodyIsCut: a client that sends headers and then stalls its body loses the

@@ -22,6 +22,7 @@ import (
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/confirm"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
 
 // fakeReviewer knows a few tokens; it stands in for the API server in the handler tests (the
@@ -103,7 +104,7 @@ func (f *apiFixture) call(t *testing.T, method, path, token, body string) (int, 
 const tok = "orchestrator-token"
 
 func TestGuard(t *testing.T) {
-	f := newAPI(t, testGate(t))
+	f := newAPI(t, gatetest.CodingAgents(t))
 	status, out := f.call(t, "POST", "/v1/guard", tok, `{"tool":"Bash","input":{"command":"rm -rf /"},"surface":"harness","session":"s1"}`)
 	if status != 200 || out["verdict"] != "Block" || out["message"] != "[Intutic Governance] BLOCKED: destructive command on the root filesystem" || out["incidentId"] == "" {
 		t.Fatalf("%d %v", status, out)
@@ -127,7 +128,7 @@ func TestGuard(t *testing.T) {
 }
 
 func TestAuthentication(t *testing.T) {
-	f := newAPI(t, testGate(t))
+	f := newAPI(t, gatetest.CodingAgents(t))
 	body := `{"tool":"read"}`
 	cases := map[string]int{"": 401, "nonsense": 401, "user-token": 403, "ci-token": 403, "broken": 503, tok: 200}
 	for token, want := range cases {
@@ -150,7 +151,7 @@ func TestAuthentication(t *testing.T) {
 }
 
 func TestHarnessApprovals(t *testing.T) {
-	f := newAPI(t, testGate(t))
+	f := newAPI(t, gatetest.CodingAgents(t))
 	body := `{"pendingApprovals":[
 		{"type":"tool-approval-request","approvalId":"toolu_1","toolCall":{"type":"tool-call","toolCallId":"toolu_1","toolName":"bash","input":{"command":"rm -rf /"},"providerExecuted":true}},
 		{"approvalId":"toolu_2","toolCallId":"toolu_2","toolName":"read","input":"{\"file_path\":\"README.md\"}","kind":"builtin","nativeName":"Read"},
@@ -201,7 +202,7 @@ func TestHarnessApprovalsGateCrash(t *testing.T) {
 }
 
 func TestWorkflowNeedsApproval(t *testing.T) {
-	f := newAPI(t, testGate(t))
+	f := newAPI(t, gatetest.CodingAgents(t))
 	cases := []struct {
 		body   string
 		status int
@@ -235,7 +236,7 @@ func TestProbesAndSettings(t *testing.T) {
 	if status, out := empty.call(t, "GET", "/readyz", "", ""); status != 503 || out["ready"] != false {
 		t.Fatalf("readyz without a snapshot: %d %v", status, out)
 	}
-	f := newAPI(t, testGate(t))
+	f := newAPI(t, gatetest.CodingAgents(t))
 	if status, _ := f.call(t, "GET", "/healthz", "", ""); status != 200 {
 		t.Fatal(status)
 	}
@@ -265,7 +266,7 @@ func TestProbesAndSettings(t *testing.T) {
 // answers, possibly contradictory (the second call may be decided on a different snapshot);
 // the request is refused, naming the id, and nothing is decided.
 func TestHarnessApprovalsDuplicateID(t *testing.T) {
-	f := newAPI(t, testGate(t))
+	f := newAPI(t, gatetest.CodingAgents(t))
 	body := `{"pendingApprovals":[
 		{"approvalId":"appr_1","toolCallId":"call_1","toolName":"read","input":"{}","kind":"builtin"},
 		{"approvalId":"appr_2","toolCallId":"call_2","toolName":"read","input":"{}","kind":"builtin"},

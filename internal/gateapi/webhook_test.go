@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
+	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
 
 // rawKey is the webhook signing key of the tests; secret is its whsec_ form.
@@ -36,7 +37,7 @@ func headers(id string, ts int64, sig string) http.Header {
 }
 
 func TestWebhookEndpoint(t *testing.T) {
-	f := newAPI(t, testGate(t))
+	f := newAPI(t, gatetest.CodingAgents(t))
 	f.fake.AddSession("sesn_wh", "agent_1", anthropictest.ToolUse{Name: "read", Permission: "ask"})
 	post := func(id, body, sig string, ts int64) int {
 		req, _ := http.NewRequest("POST", f.srv.URL+"/v1/webhooks/anthropic", strings.NewReader(body))
