@@ -33,11 +33,12 @@ func readyCondition(obj metav1.Object, inForce string, conds ...metav1.Condition
 	return newCondition(obj, gatev1.ConditionReady, true, gatev1.ReasonReady, inForce)
 }
 
-// reconcileFailed is the Ready condition of a reconcile that could not read what it needs:
-// the other conditions stay as the last reconcile left them.
+// reconcileFailed is the Ready condition of a reconcile that failed before it could compute
+// the children (reading them, or building the bundle): the other conditions stay as the last
+// reconcile left them.
 func reconcileFailed(obj metav1.Object, err error) metav1.Condition {
 	return newCondition(obj, gatev1.ConditionReady, false, gatev1.ReasonReconcileFailed,
-		"the controller could not read the state it reconciles: "+err.Error()+"; it retries with backoff")
+		"the reconcile failed before it could compute the children: "+err.Error()+"; nothing was changed, and it retries with backoff")
 }
 
 // conditionIs reports whether conds has a condition of type t with this status and message.

@@ -111,11 +111,10 @@ type observedState struct {
 func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.HarnessAgentPolicy) (*observedState, error) {
 	o := &observedState{}
 	cm := &corev1.ConfigMap{}
-	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: configMapName(p)}, cm); {
-	case err == nil:
-		o.configMap = cm
-	case !apierrors.IsNotFound(err):
+	if found, err := getOptional(ctx, r.Client, types.NamespacedName{Namespace: p.Namespace, Name: configMapName(p)}, cm); err != nil {
 		return nil, err
+	} else if found {
+		o.configMap = cm
 	}
 	var nps networkingv1.NetworkPolicyList
 	if err := r.Client.List(ctx, &nps, client.InNamespace(p.Namespace)); err != nil {

@@ -35,6 +35,12 @@ func (r *HarnessAgentPolicyReconciler) apply(ctx context.Context, p *gatev1.Harn
 	if want.egressKept || networkPolicyMatches(o.networkPolicy, p, want) {
 		return want.configMapErr
 	}
+	if want.configMapErr != nil {
+		// Egress never changes ahead of the rules: an update that widens egress may rely on
+		// a rule the sandboxes do not have yet.
+		want.networkPolicyErr = errEgressHeldForBundle
+		return want.configMapErr
+	}
 	np := networkingv1ac.NetworkPolicy(networkPolicyName(p), p.Namespace).
 		WithLabels(childLabels(p)).
 		WithOwnerReferences(controllerReference(p, "HarnessAgentPolicy")).
@@ -46,6 +52,9 @@ func (r *HarnessAgentPolicyReconciler) apply(ctx context.Context, p *gatev1.Harn
 	want.networkPolicyErr = err
 	return errors.Join(want.configMapErr, want.networkPolicyErr)
 }
+
+// errEgressHeldForBundle is why the NetworkPolicy was not applied when the ConfigMap was refused.
+var errEgressHeldForBundle = errors.New("not applied, because the bootstrap ConfigMap was refused: egress changes only with the rules it belongs to")
 
 // withEmptyEgress keeps an empty egress list in the applied object. The typed apply
 // configuration drops an empty list, and then the manager would not own spec.egress: rules

@@ -102,8 +102,17 @@ func TestRefusedApplyIsACondition(t *testing.T) {
 	const message = "bootstrap ConfigMaps are frozen in this namespace"
 	refuseWrites(t, ns, "configmaps", message)
 
-	updatePolicy(t, good, func(p *gatev1.HarnessAgentPolicy) { p.Spec.Rules[0].Reason = "tightened" })
+	_, npBefore := children(t, good)
+	// The update's rules cannot reach the sandboxes, so neither may its (wider) egress.
+	updatePolicy(t, good, func(p *gatev1.HarnessAgentPolicy) {
+		p.Spec.Rules[0].Reason = "tightened"
+		p.Spec.Egress.AllowedCIDRs = []gatev1.CIDR{"198.51.100.0/24"}
+	})
 	got := waitCondition(t, good, gatev1.ConditionBootstrapRendered, metav1.ConditionFalse, gatev1.ReasonApplyFailed)
+	waitCondition(t, good, gatev1.ConditionEgressEnforced, metav1.ConditionFalse, gatev1.ReasonApplyFailed)
+	if _, np := children(t, good); np.ResourceVersion != npBefore.ResourceVersion || len(np.Spec.Egress) != 0 {
+		t.Fatalf("the NetworkPolicy changed while the ConfigMap was refused: %+v", np.Spec.Egress)
+	}
 	c := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionBootstrapRendered)
 	if !strings.Contains(c.Message, "ConfigMap "+p.Name+"-bootstrap") || !strings.Contains(c.Message, message) {
 		t.Fatalf("the condition does not name the child and the API server's words: %q", c.Message)

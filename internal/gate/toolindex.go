@@ -57,6 +57,9 @@ func (idx *toolIndex) candidates(tool string) []int {
 	name := normalizeToolName(tool)
 	c = append(c, idx.all...)
 	c = append(c, idx.exact[name]...)
+	if folded := foldAll(name); folded != name {
+		c = append(c, idx.exact[folded]...) // literal patterns that do not start with mcp__
+	}
 	for _, g := range idx.globs {
 		if g.pattern.match(name) {
 			c = append(c, g.rule)

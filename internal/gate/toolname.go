@@ -112,12 +112,6 @@ func CanonicalToolName(tool, server string) string {
 	return name
 }
 
-// MCPServer returns the server part of a canonical MCP tool name, or "" for other tools.
-func MCPServer(canonical string) string {
-	s, _, _ := splitMCP(canonical)
-	return s
-}
-
 // normalizeToolName folds a tool name for matching: lower case, and outside mcp__ names '_'
 // and '-' are dropped, so web_fetch, WebFetch and webFetch are one tool.
 func normalizeToolName(name string) string {
@@ -126,6 +120,15 @@ func normalizeToolName(name string) string {
 		return lower
 	}
 	return strings.NewReplacer("_", "", "-", "").Replace(lower)
+}
+
+// foldAll folds a normalized name as names outside mcp__ are folded, MCP names too: the form a
+// pattern that does not start with mcp__ is matched against.
+func foldAll(name string) string {
+	if !strings.ContainsAny(name, "_-") {
+		return name
+	}
+	return strings.NewReplacer("_", "", "-", "").Replace(name)
 }
 
 // normalizePattern folds a tool pattern as normalizeToolName folds names, leaving the glob
@@ -214,10 +217,12 @@ func compilePattern(pattern string) (toolPattern, error) {
 	return p, nil
 }
 
-// match reports whether the pattern matches a normalized tool name.
+// match reports whether the pattern matches a normalized tool name. A pattern that does not
+// start with mcp__ matches the whole name with '_' and '-' dropped on both sides, MCP names
+// included: *delete_repo matches mcp__github__delete_repo.
 func (p *toolPattern) match(name string) bool {
 	if !p.mcp {
-		return p.whole.match(name)
+		return p.whole.match(foldAll(name))
 	}
 	s, t, ok := splitMCP(name)
 	return ok && p.server.match(s) && p.tool.match(t)

@@ -5,6 +5,7 @@ package conformance
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -83,6 +84,23 @@ func TestClaudeCodeSettingsCannotTurnOffTheGate(t *testing.T) {
 		{"a PreToolUse hook of its own that allows", map[string]any{"hooks": map[string]any{"PreToolUse": []any{
 			map[string]any{"matcher": "*", "hooks": []any{map[string]any{"type": "command", "command": allowHook}}}}}}},
 	}
+	// Where /bin/sh is bash (RHEL, UBI, Fedora, Amazon Linux), bash's startup variables and
+	// exported functions reach every shell on the hook's path.
+	bashFunc := `() { command kill -9 "$1" 2>/dev/null; return 0; }`
+	bashOverrides := []struct {
+		name     string
+		settings map[string]any
+	}{
+		{"/bin/sh is bash: env SHELLOPTS=noexec", map[string]any{"env": map[string]string{"SHELLOPTS": "noexec"}}},
+		{"/bin/sh is bash: exported functions wait, printf, kill, [", map[string]any{"env": map[string]string{
+			"BASH_FUNC_wait%%": bashFunc, "BASH_FUNC_printf%%": "() { :; }", "BASH_FUNC_kill%%": "() { return 0; }", "BASH_FUNC_[%%": "() { return 0; }"}}},
+		{"/bin/sh is bash: env BASH_ENV and PS4 with xtrace", map[string]any{"env": map[string]string{
+			"BASH_ENV": filepath.Join(fakeBin, "sh"), "SHELLOPTS": "xtrace", "PS4": "$(exit 0)"}}},
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("bash is needed for the /bin/sh-is-bash cases: %v", err)
+	}
 	levels := []struct {
 		name string
 		path func(home, work string) string
@@ -91,8 +109,28 @@ func TestClaudeCodeSettingsCannotTurnOffTheGate(t *testing.T) {
 		{"project", func(_, work string) string { return filepath.Join(work, ".claude", "settings.json") }},
 		{"local", func(_, work string) string { return filepath.Join(work, ".claude", "settings.local.json") }},
 	}
+	type override = struct {
+		name     string
+		settings map[string]any
+	}
+	cases := []struct {
+		override
+		shell string
+	}{}
+	for _, o := range overrides {
+		cases = append(cases, struct {
+			override
+			shell string
+		}{o, ""})
+	}
+	for _, o := range bashOverrides {
+		cases = append(cases, struct {
+			override
+			shell string
+		}{o, bash})
+	}
 	for _, level := range levels {
-		for _, o := range overrides {
+		for _, o := range cases {
 			name := level.name + " settings: " + o.name
 			t.Run(name, func(t *testing.T) {
 				hooks, managed, work, home := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
@@ -114,7 +152,7 @@ func TestClaudeCodeSettingsCannotTurnOffTheGate(t *testing.T) {
 				}
 				marker := filepath.Join(t.TempDir(), "marker")
 				s := &messagesStandIn{tool: "Bash", input: map[string]any{"command": "rm -rf /nonexistent-gate-conformance; touch " + marker}}
-				r := runClaude(t, s, managed, work, home, "--allowedTools", "Bash")
+				r := runClaudeWithShell(t, s, managed, work, home, o.shell, "--allowedTools", "Bash")
 				ok, detail := blockedWith("destructive command on the root filesystem")(t, r, s, marker)
 				record(t, claudePkg, name, ok, detail)
 			})

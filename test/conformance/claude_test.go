@@ -128,6 +128,13 @@ type claudeRun struct {
 // to the host's /etc but an empty mount point.
 func runClaude(t *testing.T, standIn *messagesStandIn, managedDir, work, home string, extra ...string) claudeRun {
 	t.Helper()
+	return runClaudeWithShell(t, standIn, managedDir, work, home, "", extra...)
+}
+
+// runClaudeWithShell is runClaude with /bin/sh replaced, inside the mount namespace only, by
+// shell (a path such as /bin/bash), as on distributions whose /bin/sh is bash; "" keeps it.
+func runClaudeWithShell(t *testing.T, standIn *messagesStandIn, managedDir, work, home, shell string, extra ...string) claudeRun {
+	t.Helper()
 	srv := httptest.NewServer(standIn)
 	defer srv.Close()
 	claude, err := filepath.Abs(filepath.Join("node_modules", "@anthropic-ai", "claude-agent-sdk-linux-x64", "claude"))
@@ -139,6 +146,11 @@ func runClaude(t *testing.T, standIn *messagesStandIn, managedDir, work, home st
 	}
 	args := append([]string{"-p", "do the task", "--output-format", "json"}, extra...)
 	script := `mount --bind "$1" /etc/claude-code && shift && exec "$@"`
+	if shell != "" {
+		// /bin/sh may be a symlink (to dash): the bind mount lands on its target, in this
+		// namespace only.
+		script = `mount --bind "$1" /etc/claude-code && mount --bind ` + shell + ` "$(readlink -f /bin/sh)" && shift && exec "$@"`
+	}
 	cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "sh", "-c", script, "sh", managedDir, claude}, args...)...)
 	cmd.Dir = work
 	cmd.Env = []string{
