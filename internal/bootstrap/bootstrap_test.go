@@ -3,9 +3,12 @@ package bootstrap
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,8 +60,8 @@ func TestRenderGolden(t *testing.T) {
 	for k, v := range b.Data {
 		golden.Check(t, filepath.Join("sample", k), []byte(v))
 	}
-	if len(b.Data) != 6 {
-		t.Fatalf("want the 6 bundle keys, got %d", len(b.Data))
+	if len(b.Data) != 7 {
+		t.Fatalf("want the 7 bundle keys, got %d", len(b.Data))
 	}
 	if b.Data[KeyBootstrapHash] != b.Hash || !strings.HasPrefix(b.Hash, "sha256:") {
 		t.Fatalf("bootstrap-hash %q vs %q", b.Data[KeyBootstrapHash], b.Hash)
@@ -75,40 +78,102 @@ func TestRenderGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "deny-all/"+KeyHarnessSettings, []byte(b.Data[KeyHarnessSettings]))
+	golden.Check(t, "deny-all/"+KeyHarnessNetworkPolicy, []byte(b.Data[KeyHarnessNetworkPolicy]))
 	golden.Check(t, "deny-all/"+KeyHookScript, []byte(b.Data[KeyHookScript]))
 	if v, ok := b.Data[KeySnapshot]; !ok || v != "" {
 		t.Fatalf("an empty snapshot must be an empty file, got present=%v %q", ok, v)
 	}
 }
 
+// TestHarnessSettings: harness-settings.json holds only HarnessAgentSettings fields (the
+// conformance suite type-checks it against the real type), and the network policy is its own
+// file, in HarnessV1NetworkPolicy form.
 func TestHarnessSettings(t *testing.T) {
 	p := samplePolicy(t)
 	b, err := Render(&p.Spec, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var hs struct {
-		PermissionMode string            `json:"permissionMode"`
-		InactiveTools  []string          `json:"inactiveTools"`
-		ToolApproval   map[string]string `json:"toolApproval"`
-		NetworkPolicy  map[string]any    `json:"networkPolicy"`
-	}
+	var hs map[string]any
 	if err := json.Unmarshal([]byte(b.Data[KeyHarnessSettings]), &hs); err != nil {
 		t.Fatal(err)
 	}
-	if hs.PermissionMode != "allow-edits" || len(hs.InactiveTools) != 1 || hs.InactiveTools[0] != "bash" {
-		t.Errorf("permissionMode/inactiveTools: %+v", hs)
+	for k := range hs {
+		if k != "permissionMode" && k != "inactiveTools" && k != "toolApproval" {
+			t.Errorf("harness-settings.json has %q, which is not one of the settings gate-operator recommends", k)
+		}
 	}
-	if hs.ToolApproval["deployService"] != "user-approval" || hs.ToolApproval["dropDatabase"] != "denied" {
-		t.Errorf("toolApproval: %v", hs.ToolApproval)
+	if hs["permissionMode"] != "allow-edits" || fmt.Sprint(hs["inactiveTools"]) != "[bash]" {
+		t.Errorf("permissionMode/inactiveTools: %v", hs)
 	}
-	if hs.NetworkPolicy["mode"] != "custom" {
-		t.Fatalf("networkPolicy: %v", hs.NetworkPolicy)
+	if fmt.Sprint(hs["toolApproval"]) != "map[deployService:user-approval dropDatabase:denied]" {
+		t.Errorf("toolApproval: %v", hs["toolApproval"])
 	}
-	denied, _ := json.Marshal(hs.NetworkPolicy["deniedCIDRs"])
+
+	var np struct {
+		Mode         string   `json:"mode"`
+		AllowedHosts []string `json:"allowedHosts"`
+		AllowedCIDRs []string `json:"allowedCIDRs"`
+		DeniedCIDRs  []string `json:"deniedCIDRs"`
+	}
+	dec := json.NewDecoder(strings.NewReader(b.Data[KeyHarnessNetworkPolicy]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&np); err != nil {
+		t.Fatal(err)
+	}
+	if np.Mode != "custom" || fmt.Sprint(np.AllowedHosts) != "[api.anthropic.com github.com]" || np.AllowedCIDRs != nil {
+		t.Fatalf("network policy: %+v", np)
+	}
 	for _, m := range egress.MetadataCIDRs {
-		if !strings.Contains(string(denied), m) {
-			t.Errorf("deniedCIDRs %s lacks %s", denied, m)
+		if !slices.Contains(np.DeniedCIDRs, m) {
+			t.Errorf("deniedCIDRs %v lacks %s", np.DeniedCIDRs, m)
+		}
+	}
+
+	// Only denied CIDRs allow nothing: deny-all, not a custom policy the type rejects.
+	p.Spec.Egress = gatev1.EgressSpec{DeniedCIDRs: []gatev1.CIDR{"10.0.0.0/8"}}
+	if b, err = Render(&p.Spec, nil, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(strings.Fields(b.Data[KeyHarnessNetworkPolicy]), ""); got != `{"mode":"deny-all"}` {
+		t.Errorf("deny-only egress: %s", got)
+	}
+}
+
+// TestKeep: a kept bundle keeps the files the spec decided (snapshot, harness settings and
+// network policy) and re-renders those the installation decides; any of them missing or
+// edited fails Verify.
+func TestKeep(t *testing.T) {
+	p := samplePolicy(t)
+	published, err := Render(&p.Spec, snapshotOf(t, p), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := Options{MountDir: "/etc/intutic", HookTimeout: 20}
+	kept, err := Keep(published.Data, p.Spec.WorkspaceID, install)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{KeySnapshot, KeyHarnessSettings, KeyHarnessNetworkPolicy} {
+		if kept.Data[k] != published.Data[k] {
+			t.Errorf("%s was not kept", k)
+		}
+	}
+	for _, k := range []string{KeyHookScript, KeyManagedSettings, KeySettings} {
+		if kept.Data[k] == published.Data[k] {
+			t.Errorf("%s was not re-rendered for the installation", k)
+		}
+	}
+	if !Verify(kept.Data, p.Spec.WorkspaceID, install) || Verify(kept.Data, p.Spec.WorkspaceID, Options{}) {
+		t.Error("a kept bundle verifies for its installation only")
+	}
+	for _, k := range hashedKeys {
+		missing := maps.Clone(kept.Data)
+		delete(missing, k)
+		edited := maps.Clone(kept.Data)
+		edited[k] += " "
+		if Verify(missing, p.Spec.WorkspaceID, install) || Verify(edited, p.Spec.WorkspaceID, install) {
+			t.Errorf("a bundle with %s missing or edited verified", k)
 		}
 	}
 }
@@ -243,9 +308,9 @@ func TestHookScript(t *testing.T) {
 
 func TestHookCommandQuoting(t *testing.T) {
 	for dir, want := range map[string]string{
-		"/opt/intutic/hooks":   "/bin/sh /opt/intutic/hooks/gate-hook.sh",
-		"/tmp/a dir (1)/hooks": "/bin/sh '/tmp/a dir (1)/hooks/gate-hook.sh'",
-		"/tmp/it's/hooks":      `/bin/sh '/tmp/it'\''s/hooks/gate-hook.sh'`,
+		"/opt/intutic/hooks":   "/usr/bin/env -i /bin/sh /opt/intutic/hooks/gate-hook.sh",
+		"/tmp/a dir (1)/hooks": "/usr/bin/env -i /bin/sh '/tmp/a dir (1)/hooks/gate-hook.sh'",
+		"/tmp/it's/hooks":      `/usr/bin/env -i /bin/sh '/tmp/it'\''s/hooks/gate-hook.sh'`,
 	} {
 		b, err := Render(&gatev1.HarnessAgentPolicySpec{}, nil, Options{MountDir: dir})
 		if err != nil {
@@ -261,6 +326,38 @@ func TestHookCommandQuoting(t *testing.T) {
 		}
 		if got := s.Hooks["PreToolUse"][0].Hooks[0].Command; got != want {
 			t.Errorf("mount dir %q: command %q, want %q", dir, got, want)
+		}
+	}
+}
+
+// TestHookScriptAllowIsQuiet: ending the watchdog never prints a decision. The watchdog
+// subshell inherited the wrapper's EXIT trap, and under bash a SIGTERM could run it before
+// the subshell's redirections applied: an allow came out as exit 0 with a deny on stdout.
+func TestHookScriptAllowIsQuiet(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal("bash is needed: it is the shell in which the watchdog could print")
+	}
+	dir := t.TempDir()
+	allow := filepath.Join(dir, "allow")
+	if err := os.WriteFile(allow, []byte("#!/bin/sh\ncat >/dev/null\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Render(&gatev1.HarnessAgentPolicySpec{}, nil, Options{MountDir: dir, HookBin: allow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, KeyHookScript)
+	if err := os.WriteFile(script, []byte(b.Data[KeyHookScript]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		cmd := exec.Command(bash, "--posix", script)
+		cmd.Stdin = strings.NewReader(`{"hook_event_name":"PreToolUse","tool_name":"Bash"}` + "\n")
+		var stdout bytes.Buffer
+		cmd.Stdout = &stdout
+		if err := cmd.Run(); err != nil || stdout.Len() != 0 {
+			t.Fatalf("run %d: an allow must exit 0 with nothing on stdout; got %v, stdout %q", i, err, stdout.String())
 		}
 	}
 }

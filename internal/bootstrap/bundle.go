@@ -1,9 +1,9 @@
 // Package bootstrap renders the bootstrap bundle a HarnessAgentPolicy puts into its sandbox
 // pods: the rules snapshot, the hook wrapper, Claude Code's managed and project settings, the
-// recommended harness settings and the bootstrap hash. Build is the one recipe (the controller
-// and the conformance suite call it). Everything here is pure: the same inputs give the same
-// bytes, so the controller writes only when something changed. The egress NetworkPolicy is
-// internal/egress's.
+// recommended harness settings and network policy, and the bootstrap hash. Build is the one
+// recipe (the controller and the conformance suite call it). Everything here is pure: the same
+// inputs give the same bytes, so the controller writes only when something changed. The egress
+// NetworkPolicy is internal/egress's.
 package bootstrap
 
 import (
@@ -25,12 +25,16 @@ const (
 	KeyHookScript      = "gate-hook.sh"
 	KeyManagedSettings = "managed-settings.json"
 	KeySettings        = "settings.json"
+	// KeyHarnessSettings is a value to spread into @ai-sdk/harness's HarnessAgentSettings.
 	KeyHarnessSettings = "harness-settings.json"
-	KeyBootstrapHash   = "bootstrap-hash"
+	// KeyHarnessNetworkPolicy is a HarnessV1NetworkPolicy, for the sandbox session's
+	// setNetworkPolicy.
+	KeyHarnessNetworkPolicy = "harness-network-policy.json"
+	KeyBootstrapHash        = "bootstrap-hash"
 )
 
 // hashedKeys are the files the bootstrap hash covers, in the order it covers them.
-var hashedKeys = []string{KeySnapshot, KeyHookScript, KeyManagedSettings, KeySettings, KeyHarnessSettings}
+var hashedKeys = []string{KeySnapshot, KeyHookScript, KeyManagedSettings, KeySettings, KeyHarnessSettings, KeyHarnessNetworkPolicy}
 
 // Defaults of Options.
 const (
@@ -80,7 +84,7 @@ type Bundle struct {
 // Render renders the bundle of a policy spec and its encoded snapshot. An empty snapshot is
 // rendered as an empty file, never left out, so a sandbox sees a missing snapshot as one.
 func Render(spec *gatev1.HarnessAgentPolicySpec, snapshot []byte, opts Options) (Bundle, error) {
-	harness, err := harnessSettings(spec)
+	harness, err := renderHarness(spec)
 	if err != nil {
 		return Bundle{}, err
 	}
@@ -95,12 +99,13 @@ func RenderBlocking(workspaceID string, snapshot []byte, opts Options) (Bundle, 
 	return Render(&gatev1.HarnessAgentPolicySpec{WorkspaceID: workspaceID, PermissionMode: gatev1.PermissionModeAllowReads}, snapshot, opts)
 }
 
-// Keep re-renders a bundle the operator published before: its snapshot and harness settings
+// Keep re-renders a bundle the operator published before: its snapshot and harness files
 // (rendered from the spec in force then) stay, the files that depend only on the installation
 // (hook wrapper, Claude Code settings) are rendered again. data must be verified first
 // (Verify): Keep trusts it.
 func Keep(data map[string]string, workspaceID string, opts Options) (Bundle, error) {
-	return render([]byte(data[KeySnapshot]), data[KeyHarnessSettings], workspaceID, opts)
+	harness := harnessFiles{settings: data[KeyHarnessSettings], networkPolicy: data[KeyHarnessNetworkPolicy]}
+	return render([]byte(data[KeySnapshot]), harness, workspaceID, opts)
 }
 
 // Verify reports whether data is a whole bundle whose bootstrap hash matches its files: what
@@ -115,7 +120,7 @@ func Verify(data map[string]string, workspaceID string, opts Options) bool {
 	return data[KeyBootstrapHash] == Hash(data, opts.MountDir, workspaceID)
 }
 
-func render(snapshot []byte, harness, workspaceID string, opts Options) (Bundle, error) {
+func render(snapshot []byte, harness harnessFiles, workspaceID string, opts Options) (Bundle, error) {
 	opts = opts.withDefaults()
 	if opts.HookLimit >= opts.HookTimeout {
 		return Bundle{}, fmt.Errorf("the hook limit (%ds) must be shorter than the registered timeout (%ds)", opts.HookLimit, opts.HookTimeout)
@@ -135,11 +140,12 @@ func render(snapshot []byte, harness, workspaceID string, opts Options) (Bundle,
 		return Bundle{}, err
 	}
 	data := map[string]string{
-		KeySnapshot:        string(snapshot),
-		KeyHookScript:      hookScript(opts, workspaceID),
-		KeyManagedSettings: managed,
-		KeySettings:        project,
-		KeyHarnessSettings: harness,
+		KeySnapshot:             string(snapshot),
+		KeyHookScript:           hookScript(opts, workspaceID),
+		KeyManagedSettings:      managed,
+		KeySettings:             project,
+		KeyHarnessSettings:      harness.settings,
+		KeyHarnessNetworkPolicy: harness.networkPolicy,
 	}
 	hash := Hash(data, opts.MountDir, workspaceID)
 	data[KeyBootstrapHash] = hash

@@ -41,20 +41,31 @@ type claudeSettingsFile struct {
 	Hooks                 map[string][]claudeMatcher `json:"hooks"`
 }
 
-// HookShell runs the wrapper. An absolute path: a bare "sh" would be looked up on a PATH that
-// the agent's own settings can set.
-const HookShell = "/bin/sh"
+// HookCommand is how Claude Code starts the wrapper: through env -i, so the wrapper's shell
+// starts with an empty environment (no exported shell functions such as BASH_FUNC_wait%%, no
+// SHELLOPTS, nothing the agent's settings put there), and with absolute paths only, since a
+// bare name would be looked up on a PATH those settings can set. Claude Code runs it with
+// /bin/sh -c; that outer shell is protected by PinnedEnv.
+const HookCommand = "/usr/bin/env -i /bin/sh"
 
 // PinnedEnv is the environment the managed settings pin for Claude Code and every process it
 // starts, hooks included. Claude Code merges the env of user, project and local settings (files
 // the agent can write) under the managed settings' env, so pinning a variable here is the only
-// way to keep the agent from setting it. These are the dynamic loader's code-loading variables:
-// through them the agent could run its own code inside the hook's shell before the wrapper
-// starts. Empty values disable them. The wrapper itself reads nothing else from the env.
+// way to keep the agent from setting it. Pinned are what the shell Claude Code starts the hook
+// with reads before it runs the hook command: the dynamic loader's code-loading variables (the
+// agent's own code in the shell before the wrapper starts) and bash's startup variables, which
+// matter where /bin/sh is bash (RHEL, UBI, Fedora, Amazon Linux): SHELLOPTS=noexec makes it run
+// nothing and exit 0, BASH_ENV and ENV name files it runs, PS4 is expanded under xtrace. Empty
+// values disable them all.
 var PinnedEnv = map[string]string{
 	"LD_PRELOAD":      "",
 	"LD_AUDIT":        "",
 	"LD_LIBRARY_PATH": "",
+	"SHELLOPTS":       "",
+	"BASHOPTS":        "",
+	"BASH_ENV":        "",
+	"ENV":             "",
+	"PS4":             "",
 }
 
 // claudeSettings registers the wrapper as the PreToolUse hook of every tool. The managed form
@@ -67,7 +78,7 @@ func claudeSettings(opts Options, managed bool) (string, error) {
 				Matcher: "*",
 				// Claude Code runs the command through a shell: a mount directory with spaces or
 				// shell characters is quoted, or the hook would fail to start.
-				Hooks: []claudeHook{{Type: "command", Command: HookShell + " " + shellWord(path.Join(opts.MountDir, KeyHookScript)), Timeout: opts.HookTimeout}},
+				Hooks: []claudeHook{{Type: "command", Command: HookCommand + " " + shellWord(path.Join(opts.MountDir, KeyHookScript)), Timeout: opts.HookTimeout}},
 			}},
 		},
 	}
@@ -79,16 +90,15 @@ func claudeSettings(opts Options, managed bool) (string, error) {
 	return marshal(f)
 }
 
-// harnessSettingsFile is the recommended @ai-sdk/harness settings, a value to spread into
-// HarnessAgentSettings (specs/harness-workflow-wire.md sections 1.1-1.5).
+// harnessSettingsFile is the recommended settings, a value to spread into HarnessAgentSettings.
 type harnessSettingsFile struct {
 	PermissionMode gatev1.PermissionMode `json:"permissionMode"`
 	InactiveTools  []string              `json:"inactiveTools,omitempty"`
 	ToolApproval   map[string]string     `json:"toolApproval,omitempty"`
-	NetworkPolicy  harnessNetworkPolicy  `json:"networkPolicy"`
 }
 
-// harnessNetworkPolicy is HarnessV1NetworkPolicy: {mode:"deny-all"} or a custom policy.
+// harnessNetworkPolicy is a HarnessV1NetworkPolicy, the argument of setNetworkPolicy:
+// {mode:"deny-all"} or a custom policy with at least one allowed host or CIDR.
 type harnessNetworkPolicy struct {
 	Mode         string   `json:"mode"`
 	AllowedHosts []string `json:"allowedHosts,omitempty"`
@@ -96,7 +106,27 @@ type harnessNetworkPolicy struct {
 	DeniedCIDRs  []string `json:"deniedCIDRs,omitempty"`
 }
 
-func harnessSettings(spec *gatev1.HarnessAgentPolicySpec) (string, error) {
+// harnessFiles are the policy's two harness files. @ai-sdk/harness takes them at two places
+// (specs/harness-workflow-wire.md sections 1.1-1.5): the settings when a HarnessAgent is
+// constructed, the network policy through the sandbox session's setNetworkPolicy, which
+// HarnessAgent never calls. Each file is exactly the value its place takes.
+type harnessFiles struct {
+	settings, networkPolicy string
+}
+
+func renderHarness(spec *gatev1.HarnessAgentPolicySpec) (harnessFiles, error) {
+	settings, err := marshal(harnessSettings(spec))
+	if err != nil {
+		return harnessFiles{}, err
+	}
+	policy, err := marshal(harnessNetworkPolicyOf(&spec.Egress))
+	if err != nil {
+		return harnessFiles{}, err
+	}
+	return harnessFiles{settings: settings, networkPolicy: policy}, nil
+}
+
+func harnessSettings(spec *gatev1.HarnessAgentPolicySpec) harnessSettingsFile {
 	s := harnessSettingsFile{PermissionMode: spec.PermissionMode}
 	if s.PermissionMode == "" {
 		s.PermissionMode = gatev1.PermissionModeAllowEdits
@@ -113,19 +143,23 @@ func harnessSettings(spec *gatev1.HarnessAgentPolicySpec) (string, error) {
 			s.ToolApproval[string(t)] = "denied" // deny wins should the schema ever let both through
 		}
 	}
-	if egress.IsDenyAll(&spec.Egress) {
-		s.NetworkPolicy = harnessNetworkPolicy{Mode: "deny-all"}
-	} else {
-		np := harnessNetworkPolicy{Mode: "custom", DeniedCIDRs: egress.DeniedCIDRs(&spec.Egress)}
-		for _, h := range spec.Egress.AllowedHosts {
-			np.AllowedHosts = append(np.AllowedHosts, string(h))
-		}
-		for _, c := range spec.Egress.AllowedCIDRs {
-			np.AllowedCIDRs = append(np.AllowedCIDRs, string(c))
-		}
-		slices.Sort(np.AllowedHosts)
-		slices.Sort(np.AllowedCIDRs)
-		s.NetworkPolicy = np
+	return s
+}
+
+// harnessNetworkPolicyOf is the egress as the sandbox runtime enforces it. A spec that allows
+// nothing is deny-all, never a custom policy with only denied CIDRs (which the type rejects).
+func harnessNetworkPolicyOf(e *gatev1.EgressSpec) harnessNetworkPolicy {
+	if egress.IsDenyAll(e) {
+		return harnessNetworkPolicy{Mode: "deny-all"}
 	}
-	return marshal(s)
+	np := harnessNetworkPolicy{Mode: "custom", DeniedCIDRs: egress.DeniedCIDRs(e)}
+	for _, h := range e.AllowedHosts {
+		np.AllowedHosts = append(np.AllowedHosts, string(h))
+	}
+	for _, c := range e.AllowedCIDRs {
+		np.AllowedCIDRs = append(np.AllowedCIDRs, string(c))
+	}
+	slices.Sort(np.AllowedHosts)
+	slices.Sort(np.AllowedCIDRs)
+	return np
 }

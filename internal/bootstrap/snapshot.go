@@ -17,10 +17,12 @@ func SnapshotSource(p *gatev1.HarnessAgentPolicy) (gate.PolicyMeta, []gate.Rule)
 		WorkspaceID:   p.Spec.WorkspaceID,
 		DefaultAction: gate.Verdict(p.Spec.DefaultAction),
 		FailurePolicy: gate.FailurePolicy(p.Spec.FailurePolicy),
+		Enforcement:   gate.Enforcement(p.Spec.Enforcement),
 	}
 	rules := make([]gate.Rule, 0, len(p.Spec.Rules))
 	for _, r := range p.Spec.Rules {
-		rules = append(rules, gate.Rule{Name: r.Name, Tools: slices.Clone(r.Tools), When: r.When, Action: gate.Verdict(r.Action), Reason: r.Reason, Code: r.Code})
+		rules = append(rules, gate.Rule{Name: r.Name, Tools: slices.Clone(r.Tools), When: r.When, Action: gate.Verdict(r.Action), Reason: r.Reason, Code: r.Code,
+			Enforcement: gate.Enforcement(r.Enforcement)})
 	}
 	return meta, rules
 }

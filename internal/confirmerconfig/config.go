@@ -77,7 +77,7 @@ func (c *Config) fields() []field {
 	return []field{
 		{"listen", "address of the gate HTTP API, webhook receiver, probes and metrics", &c.Listen},
 		{"snapshot", "policy snapshot file (from the policy's bootstrap ConfigMap)", &c.Snapshot},
-		{"harness-settings", "harness-settings.json to serve (default: beside the snapshot)", &c.HarnessSettings},
+		{"harness-settings", "harness-settings.json to serve, with the harness-network-policy.json beside it (default: beside the snapshot)", &c.HarnessSettings},
 		{"anthropic-base-url", "base URL of the Anthropic API", &c.AnthropicBaseURL},
 		{"anthropic-api-key-file", "file holding the Anthropic API key (re-read when it changes)", &c.AnthropicAPIKeyFile},
 		{"workspace", "refuse snapshots of any other workspace", &c.Workspace},

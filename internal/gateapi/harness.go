@@ -59,14 +59,17 @@ type continuation struct {
 	ApprovalResponse toolApprovalResponse `json:"approvalResponse"`
 	ToolCall         toolCall             `json:"toolCall"`
 	IncidentID       string               `json:"incidentId"`
+	// Would is the Ask or Block recorded and not enforced (Audit), when there is one.
+	Would *gate.AuditedVerdict `json:"would,omitempty"`
 }
 
 type heldApproval struct {
-	ApprovalID string `json:"approvalId"`
-	ToolCallID string `json:"toolCallId"`
-	ToolName   string `json:"toolName"`
-	Reason     string `json:"reason"`
-	IncidentID string `json:"incidentId"`
+	ApprovalID string               `json:"approvalId"`
+	ToolCallID string               `json:"toolCallId"`
+	ToolName   string               `json:"toolName"`
+	Reason     string               `json:"reason"`
+	IncidentID string               `json:"incidentId"`
+	Would      *gate.AuditedVerdict `json:"would,omitempty"`
 }
 
 type approvalsRequest struct {
@@ -138,17 +141,21 @@ func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller st
 		d, _ := confirm.DecideRaw(a.Gate, a.Metrics, a.Log, call, tc.Input, "caller", caller)
 		d = publicDecision(d)
 		if d.Verdict == gate.Ask {
-			resp.Pending = append(resp.Pending, heldApproval{ApprovalID: p.ApprovalID, ToolCallID: tc.ToolCallID, ToolName: tc.ToolName, Reason: d.Reason, IncidentID: d.IncidentID})
+			resp.Pending = append(resp.Pending, heldApproval{ApprovalID: p.ApprovalID, ToolCallID: tc.ToolCallID, ToolName: tc.ToolName, Reason: d.Reason, IncidentID: d.IncidentID, Would: d.Would})
 			continue
 		}
 		tar := toolApprovalResponse{Type: "tool-approval-response", ApprovalID: p.ApprovalID, Approved: d.Verdict == gate.Allow, ProviderExecuted: tc.ProviderExecuted}
-		if d.Verdict == gate.Block {
+		switch {
+		case d.Verdict == gate.Block:
 			tar.Reason = d.Message
-		} else {
+		case d.Would != nil:
+			// An approval's reason only stays in the history: it records the audited verdict.
+			tar.Reason = d.AuditNote()
+		default:
 			tar.Reason = d.Reason
 		}
 		resp.ToolApprovalContinuations = append(resp.ToolApprovalContinuations, continuation{
-			toolApprovalResponse: tar, ApprovalResponse: tar, ToolCall: tc, IncidentID: d.IncidentID,
+			toolApprovalResponse: tar, ApprovalResponse: tar, ToolCall: tc, IncidentID: d.IncidentID, Would: d.Would,
 		})
 	}
 	writeJSONStatus(w, http.StatusOK, resp)
@@ -220,9 +227,9 @@ func (a *API) needsApproval(w http.ResponseWriter, r *http.Request, caller strin
 	d := a.decide(&gate.Call{Tool: req.ToolName, Input: input, Surface: gate.SurfaceWorkflow, Session: req.Session}, caller, req.Input)
 	switch d.Verdict {
 	case gate.Allow:
-		writeJSONStatus(w, http.StatusOK, map[string]any{"needsApproval": req.OnAllow == "human", "incidentId": d.IncidentID})
+		writeJSONStatus(w, http.StatusOK, withWould(map[string]any{"needsApproval": req.OnAllow == "human", "incidentId": d.IncidentID}, d))
 	case gate.Ask:
-		writeJSONStatus(w, http.StatusOK, map[string]any{"needsApproval": true, "reason": d.Reason, "incidentId": d.IncidentID})
+		writeJSONStatus(w, http.StatusOK, withWould(map[string]any{"needsApproval": true, "reason": d.Reason, "incidentId": d.IncidentID}, d))
 	default:
 		body := fatalError{Name: "FatalError", Fatal: true, Message: d.Message, Reason: d.Reason, Code: d.Code, IncidentID: d.IncidentID}
 		if retryableCodes[d.Code] {
@@ -231,4 +238,12 @@ func (a *API) needsApproval(w http.ResponseWriter, r *http.Request, caller strin
 		}
 		writeJSONStatus(w, http.StatusForbidden, body)
 	}
+}
+
+// withWould adds to an answer the Ask or Block recorded and not enforced (Audit), if any.
+func withWould(body map[string]any, d gate.Decision) map[string]any {
+	if d.Would != nil {
+		body["would"] = d.Would
+	}
+	return body
 }

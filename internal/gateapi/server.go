@@ -1,17 +1,20 @@
 package gateapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/intutic/gate-operator/internal/anthropic"
+	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/confirm"
 	"github.com/intutic/gate-operator/internal/gate"
 )
@@ -20,12 +23,14 @@ import (
 // webhooks. Every route but the probes, metrics and the webhook needs an authenticated caller,
 // unless Auth is nil (the --insecure-no-auth development mode, loopback only).
 type API struct {
-	Gate            *gate.Gate
-	Reloader        *confirm.Reloader
-	Auth            *Authenticator
-	Webhook         *anthropic.WebhookVerifier // nil: no webhook receiver
-	Queue           *confirm.Queue
-	HarnessSettings string // path of harness-settings.json
+	Gate     *gate.Gate
+	Reloader *confirm.Reloader
+	Auth     *Authenticator
+	Webhook  *anthropic.WebhookVerifier // nil: no webhook receiver
+	Queue    *confirm.Queue
+	// HarnessSettings is the path of the bundle's harness-settings.json; its
+	// harness-network-policy.json is read from the same directory.
+	HarnessSettings string
 	Metrics         *confirm.Metrics
 	Gatherer        prometheus.Gatherer
 	Log             logr.Logger
@@ -205,16 +210,52 @@ func (a *API) guard(w http.ResponseWriter, r *http.Request, caller string) {
 	writeJSONStatus(w, http.StatusOK, d)
 }
 
+// harnessSettingsResponse is GET /v1/harness/settings: the bundle's two harness files, each
+// the value of the type its key names.
+type harnessSettingsResponse struct {
+	// Settings is harness-settings.json, to spread into HarnessAgentSettings.
+	Settings json.RawMessage `json:"settings"`
+	// NetworkPolicy is harness-network-policy.json, a HarnessV1NetworkPolicy for the sandbox
+	// session's setNetworkPolicy.
+	NetworkPolicy json.RawMessage `json:"networkPolicy"`
+}
+
 func (a *API) harnessSettings(w http.ResponseWriter, _ *http.Request, _ string) {
-	data, err := os.ReadFile(a.HarnessSettings)
-	if err != nil {
+	settings, policy, err := a.readHarnessFiles()
+	switch {
+	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "the harness settings are not available")
-		return
-	}
-	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
+	case !isJSONObject(settings) || !isJSONObject(policy):
 		writeError(w, http.StatusServiceUnavailable, "the harness settings are not valid JSON")
-		return
+	default:
+		writeJSONStatus(w, http.StatusOK, harnessSettingsResponse{Settings: settings, NetworkPolicy: policy})
 	}
-	writeJSONStatus(w, http.StatusOK, v)
+}
+
+// readHarnessFiles reads the two harness files of one version of the bundle. Kubelet swaps a
+// ConfigMap volume's files all at once, which may fall between two reads: the settings read
+// again after the network policy tell a pair from one version from one that straddles a swap.
+func (a *API) readHarnessFiles() (settings, policy []byte, err error) {
+	policyPath := filepath.Join(filepath.Dir(a.HarnessSettings), bootstrap.KeyHarnessNetworkPolicy)
+	var again []byte
+	for range 3 {
+		if settings, err = os.ReadFile(a.HarnessSettings); err != nil {
+			return nil, nil, err
+		}
+		if policy, err = os.ReadFile(policyPath); err != nil {
+			return nil, nil, err
+		}
+		if again, err = os.ReadFile(a.HarnessSettings); err != nil {
+			return nil, nil, err
+		}
+		if bytes.Equal(again, settings) {
+			return settings, policy, nil
+		}
+	}
+	return nil, nil, errors.New("the harness settings kept changing while read")
+}
+
+func isJSONObject(data []byte) bool {
+	var v map[string]json.RawMessage
+	return json.Unmarshal(data, &v) == nil && v != nil
 }

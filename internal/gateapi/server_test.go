@@ -20,6 +20,7 @@ import (
 
 	"github.com/intutic/gate-operator/internal/anthropic"
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
+	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/confirm"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
@@ -41,16 +42,20 @@ func (f fakeReviewer) Create(_ context.Context, tr *authenticationv1.TokenReview
 }
 
 type apiFixture struct {
-	srv     *httptest.Server
-	metrics *confirm.Metrics
-	fake    *anthropictest.Server
+	srv       *httptest.Server
+	metrics   *confirm.Metrics
+	fake      *anthropictest.Server
+	bundleDir string // holds the harness files GET /v1/harness/settings serves
 }
 
 func newAPI(t *testing.T, g *gate.Gate) *apiFixture {
 	t.Helper()
 	dir := t.TempDir()
-	settings := filepath.Join(dir, "harness-settings.json")
-	if err := os.WriteFile(settings, []byte(`{"permissionMode":"allow-edits","inactiveTools":["bash"],"networkPolicy":{"mode":"deny-all"}}`), 0o644); err != nil {
+	settings := filepath.Join(dir, bootstrap.KeyHarnessSettings)
+	if err := os.WriteFile(settings, []byte(`{"permissionMode":"allow-edits","inactiveTools":["bash"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, bootstrap.KeyHarnessNetworkPolicy), []byte(`{"mode":"deny-all"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
@@ -77,7 +82,7 @@ func newAPI(t *testing.T, g *gate.Gate) *apiFixture {
 	}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &apiFixture{srv: srv, metrics: m, fake: fake}
+	return &apiFixture{srv: srv, metrics: m, fake: fake, bundleDir: dir}
 }
 
 func (f *apiFixture) call(t *testing.T, method, path, token, body string) (int, map[string]any) {
@@ -231,7 +236,7 @@ func TestWorkflowNeedsApproval(t *testing.T) {
 	}
 }
 
-func TestProbesAndSettings(t *testing.T) {
+func TestProbesAndMetrics(t *testing.T) {
 	empty := newAPI(t, gate.New(""))
 	if status, out := empty.call(t, "GET", "/readyz", "", ""); status != 503 || out["ready"] != false {
 		t.Fatalf("readyz without a snapshot: %d %v", status, out)
@@ -243,13 +248,6 @@ func TestProbesAndSettings(t *testing.T) {
 	if status, _ := f.call(t, "GET", "/readyz", "", ""); status != 200 {
 		t.Fatal(status)
 	}
-	status, out := f.call(t, "GET", "/v1/harness/settings", tok, "")
-	if status != 200 || out["permissionMode"] != "allow-edits" {
-		t.Fatalf("%d %v", status, out)
-	}
-	if status, _ := f.call(t, "GET", "/v1/harness/settings", "", ""); status != 401 {
-		t.Fatalf("settings without a token: %d", status)
-	}
 	f.call(t, "POST", "/v1/guard", tok, `{"tool":"read"}`)
 	resp, err := http.Get(f.srv.URL + "/metrics")
 	if err != nil {
@@ -257,8 +255,40 @@ func TestProbesAndSettings(t *testing.T) {
 	}
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(raw), `gate_decisions_total{surface="api",verdict="Allow"} 1`) {
+	if !strings.Contains(string(raw), `gate_decisions_total{mode="enforce",surface="api",verdict="Allow"} 1`) {
 		t.Fatalf("metrics lack the decision counter:\n%s", raw)
+	}
+}
+
+// TestHarnessSettings: GET /v1/harness/settings answers the bundle's two harness files as
+// they are, under the keys that say where each goes, and refuses rather than answer half.
+func TestHarnessSettings(t *testing.T) {
+	f := newAPI(t, gatetest.CodingAgents(t))
+	if status, _ := f.call(t, "GET", "/v1/harness/settings", "", ""); status != 401 {
+		t.Fatalf("settings without a token: %d", status)
+	}
+	status, out := f.call(t, "GET", "/v1/harness/settings", tok, "")
+	got, _ := json.Marshal(out)
+	if want := `{"networkPolicy":{"mode":"deny-all"},"settings":{"inactiveTools":["bash"],"permissionMode":"allow-edits"}}`; status != 200 || string(got) != want {
+		t.Fatalf("%d %s, want %s", status, got, want)
+	}
+
+	write := func(key, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(f.bundleDir, key), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(bootstrap.KeyHarnessSettings, `["not", "an", "object"]`)
+	if status, out := f.call(t, "GET", "/v1/harness/settings", tok, ""); status != 503 || out["error"] != "the harness settings are not valid JSON" {
+		t.Fatalf("settings that are not an object: %d %v", status, out)
+	}
+	write(bootstrap.KeyHarnessSettings, `{"permissionMode":"allow-reads"}`)
+	if err := os.Remove(filepath.Join(f.bundleDir, bootstrap.KeyHarnessNetworkPolicy)); err != nil {
+		t.Fatal(err)
+	}
+	if status, out := f.call(t, "GET", "/v1/harness/settings", tok, ""); status != 503 || out["error"] != "the harness settings are not available" {
+		t.Fatalf("without the network policy: %d %v", status, out)
 	}
 }
 

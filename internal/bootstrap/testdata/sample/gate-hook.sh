@@ -25,12 +25,13 @@ trap 'case "$answered" in 0|2) exit "$answered" ;; esac; deny "[Intutic Governan
 exec 3<&0
 "$bin" --snapshot '/opt/intutic/hooks/policy-snapshot.rules' --workspace 'ws_123' <&3 3<&- &
 pid=$!
-# The watchdog holds none of Claude Code's pipes, so it never delays the answer.
-( sleep 10; kill -9 "$pid" ) </dev/null >/dev/null 2>&1 3<&- &
+# The watchdog holds none of Claude Code's pipes, so it never delays the answer; it drops the
+# EXIT trap it inherits, so ending it can never print a decision.
+( trap - EXIT; sleep 10; kill -9 "$pid" ) </dev/null >/dev/null 2>&1 3<&- &
 watchdog=$!
 wait "$pid"
 status=$?
-kill "$watchdog" 2>/dev/null
+kill -9 "$watchdog" 2>/dev/null
 
 case "$status" in
   0|2) answered=$status; exit "$status" ;;
