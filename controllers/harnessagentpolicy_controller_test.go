@@ -127,7 +127,8 @@ func TestPolicyCreatesChildren(t *testing.T) {
 		t.Fatalf("annotation %q vs bootstrap-hash %q", cm.Annotations[gatev1.AnnotationBootstrapHash], cm.Data[bootstrap.KeyBootstrapHash])
 	}
 	s := got.Status
-	if s.BootstrapHash != cm.Data[bootstrap.KeyBootstrapHash] || s.BootstrapConfigMap != cm.Name || s.NetworkPolicy != np.Name || s.RuleCount != 2 {
+	if s.BootstrapHash != cm.Data[bootstrap.KeyBootstrapHash] || s.BootstrapConfigMap != cm.Name || s.NetworkPolicy != np.Name || s.RuleCount != 2 ||
+		s.Enforcement != gatev1.EnforcementEnforce || s.AuditedRules != 0 {
 		t.Fatalf("status does not describe the children: %+v", s)
 	}
 	snap, err := gate.LoadSnapshot([]byte(cm.Data[bootstrap.KeySnapshot]), "ws_123")

@@ -121,6 +121,8 @@ func (r *HarnessAgentPolicyReconciler) writeStatus(ctx context.Context, p *gatev
 	if want.configMapErr == nil {
 		next.SnapshotDigest = want.build.Snapshot.Digest
 		next.RuleCount = int32(len(want.build.Snapshot.Rules))
+		next.Enforcement = gatev1.Enforcement(want.build.Snapshot.Mode())
+		next.AuditedRules = int32(want.build.Snapshot.AuditedRules())
 		next.BootstrapHash = want.build.Bundle.Hash
 	}
 	next.BootstrapConfigMap = configMapName(p)

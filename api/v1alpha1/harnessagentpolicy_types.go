@@ -42,6 +42,18 @@ const (
 	FailurePolicyIgnore FailurePolicy = "Ignore"
 )
 
+// Enforcement says whether the gate's Ask and Block verdicts take effect: Enforce or Audit.
+// +kubebuilder:validation:Enum=Enforce;Audit
+type Enforcement string
+
+const (
+	// EnforcementEnforce means an Ask holds the call for a human and a Block refuses it.
+	EnforcementEnforce Enforcement = "Enforce"
+	// EnforcementAudit means Ask and Block verdicts are recorded as would-ask and would-block, and
+	// the call proceeds; faults still block.
+	EnforcementAudit Enforcement = "Audit"
+)
+
 // Hostname is a DNS name such as github.com: no scheme, port, path or wildcard.
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=253
@@ -96,6 +108,11 @@ type HarnessAgentPolicySpec struct {
 	// +optional
 	// +kubebuilder:default=Allow
 	DefaultAction Action `json:"defaultAction,omitempty"`
+
+	// enforcement is Enforce or Audit. In Audit the gate decides every call as usual, but an Ask or Block (of a rule, or of defaultAction) is recorded as would-ask or would-block and the call proceeds as Allow: gate-hook exits 0 with a systemMessage saying so, the harness and workflow responders approve with a "would" field, the confirmer allows, and each decision's audit line and metrics carry mode audit. Audit never lets a fault through: a missing, corrupt or unverified snapshot, a crashed gate, rules that never compiled, input the gate cannot read (input_invalid) or judge within the cost limit (input_too_costly) still block. A rule's own enforcement overrides this one; an audited rule never changes what the enforced rules and defaultAction decide.
+	// +optional
+	// +kubebuilder:default=Enforce
+	Enforcement Enforcement `json:"enforcement,omitempty"`
 
 	// failurePolicy says what a rule whose evaluation errors does: Fail blocks the call, Ignore skips the rule. Input too large for a rule to judge within the CEL cost limit is not an error of the rule: the call is blocked (code input_too_costly) under either policy.
 	// +optional
@@ -167,6 +184,10 @@ type Rule struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9_]*[a-z0-9])?$`
 	Code string `json:"code,omitempty"`
+
+	// enforcement overrides the policy's spec.enforcement for this rule: Audit to try a new rule out (its Ask or Block is recorded as would-ask or would-block, and it never changes what the enforced rules and defaultAction decide; when it cannot be evaluated under failurePolicy Fail, that too is only recorded), Enforce to enforce it in a policy in Audit. Empty is the policy's.
+	// +optional
+	Enforcement Enforcement `json:"enforcement,omitempty"`
 }
 
 // EgressSpec declares where the sandbox pods may connect.
@@ -266,6 +287,14 @@ type HarnessAgentPolicyStatus struct {
 	// +optional
 	RuleCount int32 `json:"ruleCount,omitempty"`
 
+	// enforcement is the enforcement of the snapshot in force: Enforce or Audit. A snapshot of rules that never compiled blocks every call, and is Enforce.
+	// +optional
+	Enforcement Enforcement `json:"enforcement,omitempty"`
+
+	// auditedRules is how many rules of the snapshot in force are in Audit, by their own enforcement or the policy's.
+	// +optional
+	AuditedRules int32 `json:"auditedRules,omitempty"`
+
 	// egress summarises the egress in force.
 	// +optional
 	Egress *EgressStatus `json:"egress,omitempty"`
@@ -279,6 +308,8 @@ type HarnessAgentPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.ruleCount`
 // +kubebuilder:printcolumn:name="Egress",type=string,JSONPath=`.status.egress.mode`
+// +kubebuilder:printcolumn:name="Enforcement",type=string,JSONPath=`.status.enforcement`
+// +kubebuilder:printcolumn:name="Audited",type=integer,JSONPath=`.status.auditedRules`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type HarnessAgentPolicy struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -121,6 +121,12 @@ func TestPolicyDefaults(t *testing.T) {
 	if got.Spec.FailurePolicy != gatev1.FailurePolicyFail {
 		t.Errorf("failurePolicy = %q, want Fail", got.Spec.FailurePolicy)
 	}
+	if got.Spec.Enforcement != gatev1.EnforcementEnforce {
+		t.Errorf("enforcement = %q, want Enforce", got.Spec.Enforcement)
+	}
+	if got.Spec.Rules[0].Enforcement != "" {
+		t.Errorf("rules[0].enforcement = %q, want none (the policy's)", got.Spec.Rules[0].Enforcement)
+	}
 	if fmt.Sprint(got.Spec.Egress.Ports) != "[443]" {
 		t.Errorf("egress.ports = %v, want [443]", got.Spec.Egress.Ports)
 	}
@@ -217,6 +223,12 @@ func TestPolicyValidPasses(t *testing.T) {
 	if err := k8sClient.Create(ctx, validPolicy(ns), client.DryRunAll); err != nil {
 		t.Fatalf("the base policy of the rejection table is itself rejected: %v", err)
 	}
+	audit := validPolicy(ns)
+	audit.Spec.Enforcement = gatev1.EnforcementAudit
+	audit.Spec.Rules[0].Enforcement = gatev1.EnforcementEnforce
+	if err := k8sClient.Create(ctx, audit, client.DryRunAll); err != nil {
+		t.Fatalf("a policy in Audit with a rule set to Enforce is rejected: %v", err)
+	}
 	if err := k8sClient.Create(ctx, validConfirmer(ns), client.DryRunAll); err != nil {
 		t.Fatalf("the base confirmer of the rejection table is itself rejected: %v", err)
 	}
@@ -243,6 +255,10 @@ func TestPolicyRejections(t *testing.T) {
 			func(s *gatev1.HarnessAgentPolicySpec) { s.FailurePolicy = "Open" }},
 		{rejection{"rule action unknown", "spec.rules[0].action", `supported values: "Allow", "Ask", "Block"`},
 			func(s *gatev1.HarnessAgentPolicySpec) { s.Rules[0].Action = "Deny" }},
+		{rejection{"enforcement unknown", "spec.enforcement", `supported values: "Enforce", "Audit"`},
+			func(s *gatev1.HarnessAgentPolicySpec) { s.Enforcement = "DryRun" }},
+		{rejection{"rule enforcement unknown", "spec.rules[0].enforcement", `supported values: "Enforce", "Audit"`},
+			func(s *gatev1.HarnessAgentPolicySpec) { s.Rules[0].Enforcement = "audit" }},
 		{rejection{"more than 512 rules", "spec.rules", "must have at most 512 items"},
 			func(s *gatev1.HarnessAgentPolicySpec) { s.Rules = manyRules }},
 		{rejection{"rules adding up to more than a ConfigMap holds", "spec.rules", "add up to more than 160 KiB"},

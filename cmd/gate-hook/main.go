@@ -2,7 +2,8 @@
 // on stdin, decides the call with the policy snapshot, and answers in the hook contract:
 // Allow exits 0 with no decision, Ask answers permissionDecision "ask", Block answers "deny"
 // with the refusal message, prints it on stderr and exits 2. Every failure of its own is a
-// Block. It never prints the tool input.
+// Block. Under Audit, an Ask or Block that is recorded and not enforced exits 0 with only a
+// systemMessage saying so. It never prints the tool input.
 package main
 
 import (
@@ -26,7 +27,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	// Whatever happens below, the call is refused rather than let through by a crash.
 	defer func() {
 		if r := recover(); r != nil {
-			exit = answer(stdout, stderr, refuse(gate.CodeGateCrashed, fmt.Sprintf("gate-hook failed (%T)", r)), false)
+			exit = answer(stdout, stderr, gate.Refuse(gate.CodeGateCrashed, fmt.Sprintf("gate-hook failed (%T)", r)), false)
 		}
 	}()
 
@@ -39,7 +40,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	install := fs.String("install", "", "copy this binary into the given directory and exit (for an init container: the image needs no shell)")
 	explicitAllow := fs.Bool("explicit-allow", false, "answer Allow with permissionDecision \"allow\" instead of no decision")
 	if err := fs.Parse(args); err != nil {
-		return answer(stdout, stderr, refuse(gate.CodeInputInvalid, "gate-hook was started with invalid flags"), false)
+		return answer(stdout, stderr, gate.Refuse(gate.CodeInputInvalid, "gate-hook was started with invalid flags"), false)
 	}
 	if *install != "" {
 		if err := installSelf(*install); err != nil {
@@ -51,7 +52,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 
 	call, _, err := gate.ReadHookInput(stdin)
 	if err != nil {
-		return answer(stdout, stderr, refuse(gate.CodeInputInvalid, err.Error()), false)
+		return answer(stdout, stderr, gate.Refuse(gate.CodeInputInvalid, err.Error()), false)
 	}
 	snap, err := gate.LoadSnapshotFile(*snapshot, *workspace)
 	if err != nil {
@@ -91,10 +92,6 @@ func installSelf(dir string) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), filepath.Join(dir, "gate-hook"))
-}
-
-func refuse(code, reason string) gate.Decision {
-	return gate.Refuse(code, reason)
 }
 
 func answer(stdout, stderr io.Writer, d gate.Decision, explicitAllow bool) int {

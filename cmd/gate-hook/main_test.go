@@ -54,7 +54,12 @@ func policyRules() []gate.Rule {
 
 func writeSnapshot(t *testing.T, workspace string) string {
 	t.Helper()
-	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/coding-agents", Generation: 1, WorkspaceID: workspace}, policyRules())
+	return writeSnapshotOf(t, gate.PolicyMeta{Policy: "agents/coding-agents", Generation: 1, WorkspaceID: workspace})
+}
+
+func writeSnapshotOf(t *testing.T, meta gate.PolicyMeta) string {
+	t.Helper()
+	s, err := gate.BuildSnapshot(meta, policyRules())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,6 +267,58 @@ func TestEnvironmentIsIgnored(t *testing.T) {
 	r = runHook(t, blocked, []string{"INTUTIC_GATE_EXPLICIT_ALLOW=true", "INTUTIC_GATE_SNAPSHOT=/dev/null"}, "--snapshot", snap)
 	if r.exit != 2 {
 		t.Fatalf("a blocked call under a hostile environment: want exit 2, got %+v", r)
+	}
+}
+
+// TestAuditedBlockProceeds: under a policy set to Audit a Block rule's call exits 0 with no
+// permission decision and nothing on stderr; the user is told it would have been blocked. A
+// rule set to Enforce still blocks, and so does a fault.
+func TestAuditedBlockProceeds(t *testing.T) {
+	snap := writeSnapshotOf(t, gate.PolicyMeta{Policy: "agents/coding-agents", Generation: 1, Enforcement: gate.Audit})
+	cases := []struct {
+		name, tool string
+		input      map[string]any
+		note       string
+	}{
+		{"would block", "Bash", map[string]any{"command": "rm -rf / " + secret}, "[Intutic Governance] AUDIT: would block: destructive command on the root filesystem"},
+		{"would ask", "WebFetch", map[string]any{"url": "https://paste.example/raw", "prompt": secret}, "[Intutic Governance] AUDIT: would ask: fetching from outside github.com needs a human"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runHook(t, payload(tc.tool, tc.input, nil), nil, "--snapshot", snap)
+			var out gate.HookOutput
+			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+				t.Fatalf("stdout is not hook JSON: %+v", r)
+			}
+			if r.exit != 0 || r.stderr != "" || out.SystemMessage != tc.note || out.HookSpecificOutput.PermissionDecision != "" ||
+				out.HookSpecificOutput.HookEventName != "PreToolUse" {
+				t.Fatalf("want exit 0, no decision, systemMessage %q; got %+v", tc.note, r)
+			}
+		})
+	}
+	if r := runHook(t, payload("Read", map[string]any{"file_path": "/w/a.go"}, nil), nil, "--snapshot", snap); r.exit != 0 || r.stdout != "" {
+		t.Fatalf("an Allow with nothing audited must stay silent: %+v", r)
+	}
+	rules := policyRules()
+	rules[0].Enforcement = gate.Enforce
+	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/coding-agents", Generation: 2, Enforcement: gate.Audit}, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := s.Encode()
+	enforced := filepath.Join(t.TempDir(), gate.SnapshotFileName)
+	if err := os.WriteFile(enforced, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runHook(t, payload("Bash", map[string]any{"command": "rm -rf /"}, nil), nil, "--snapshot", enforced); r.exit != 2 || decision(t, r.stdout).PermissionDecision != "deny" {
+		t.Fatalf("a rule set to Enforce in an Audit policy must block: %+v", r)
+	}
+	tampered := filepath.Join(t.TempDir(), gate.SnapshotFileName)
+	if err := os.WriteFile(tampered, bytes.Replace(data, []byte("destructive"), []byte("harmless"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runHook(t, payload("Read", map[string]any{"file_path": "/w/a.go"}, nil), nil, "--snapshot", tampered); r.exit != 2 {
+		t.Fatalf("a tampered Audit snapshot must block: %+v", r)
 	}
 }
 

@@ -232,7 +232,12 @@ func (c *Confirmer) countConfirmation(result string) {
 // deadline, measured from the call's processed_at so a restart does not extend it.
 func (c *Confirmer) answer(ctx context.Context, sessionID string, e anthropic.Event) (confirmed bool, deadline time.Time, err error) {
 	call := &gate.Call{Tool: e.Name, Server: e.MCPServerName, Surface: gate.SurfaceManagedAgents, Session: sessionID}
-	d, rec := DecideRaw(c.Gate, c.Metrics, c.Log, call, e.Input, "toolUseId", e.ID)
+	g := c.Gate
+	if e.Type == anthropic.TypeMCPToolUse && e.MCPServerName == "" {
+		// An MCP call that names no server would be judged as the built-in tool of its name.
+		g = refused(gate.Refuse(gate.CodeInputInvalid, "an MCP tool call names no MCP server"))
+	}
+	d, rec := DecideRaw(g, c.Metrics, c.Log, call, e.Input, "toolUseId", e.ID)
 	if c.Audit != nil {
 		rec.ToolUseID = e.ID
 		c.Audit(rec)

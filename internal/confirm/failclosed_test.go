@@ -32,3 +32,19 @@ func TestConfirmerUndecodableInputIsDenied(t *testing.T) {
 		t.Fatalf("audit %+v", audit)
 	}
 }
+
+// TestMCPCallWithoutServerIsDenied: an agent.mcp_tool_use that names no MCP server is not
+// judged as the built-in tool of the same name (a server could pose as "bash"): it is denied.
+func TestMCPCallWithoutServerIsDenied(t *testing.T) {
+	f := newFake(t)
+	ids := f.AddSession("sesn_m", "agent_1", anthropictest.ToolUse{Type: "agent.mcp_tool_use", Name: "read", Permission: "ask",
+		Input: map[string]any{"file_path": "/workspace/x"}})
+	c := newConfirmer(t, f)
+	c.Gate = gatetest.NoEtcWrites(t) // would allow a built-in read
+	if _, err := c.AnswerSession(context.Background(), "sesn_m"); err != nil {
+		t.Fatal(err)
+	}
+	if got := confirmations(t, f, "sesn_m")[ids[0]]; !strings.HasPrefix(got, "deny:"+gate.RefusalPrefix+"an MCP tool call names no MCP server") {
+		t.Fatalf("confirmation %q, want a deny", got)
+	}
+}

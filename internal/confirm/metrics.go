@@ -3,22 +3,27 @@ package confirm
 import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics of the confirmer and the gate HTTP API. Labels are bounded: surfaces, verdicts,
-// results and HTTP status codes.
+// modes (enforce, audit), results and HTTP status codes.
 type Metrics struct {
-	Decisions       *prometheus.CounterVec
-	DecisionLatency *prometheus.HistogramVec
-	Confirmations   *prometheus.CounterVec
-	APIErrors       *prometheus.CounterVec
-	Reconnects      prometheus.Counter
-	PendingHuman    prometheus.Gauge
-	SnapshotReloads *prometheus.CounterVec
+	Decisions *prometheus.CounterVec
+	// AuditedDecisions counts the Ask and Block verdicts recorded and not enforced.
+	AuditedDecisions *prometheus.CounterVec
+	DecisionLatency  *prometheus.HistogramVec
+	Confirmations    *prometheus.CounterVec
+	APIErrors        *prometheus.CounterVec
+	Reconnects       prometheus.Counter
+	PendingHuman     prometheus.Gauge
+	SnapshotReloads  *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gate_decisions_total", Help: "Gate decisions, by surface and verdict.",
+			Name: "gate_decisions_total", Help: "Gate decisions, by surface, verdict in effect and mode (audit: an Ask or Block was recorded and not enforced, see gate_audited_decisions_total; enforce: every other decision).",
+		}, []string{"surface", "verdict", "mode"}),
+		AuditedDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_audited_decisions_total", Help: "Ask and Block verdicts recorded and not enforced (Audit), by surface and the verdict that would have been enforced.",
 		}, []string{"surface", "verdict"}),
 		DecisionLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "gate_decision_duration_seconds", Help: "Time to decide one call, by surface.",
@@ -40,6 +45,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "confirmer_snapshot_reloads_total", Help: "Snapshot reloads, by result (loaded, rejected).",
 		}, []string{"result"}),
 	}
-	reg.MustRegister(m.Decisions, m.DecisionLatency, m.Confirmations, m.APIErrors, m.Reconnects, m.PendingHuman, m.SnapshotReloads)
+	reg.MustRegister(m.Decisions, m.AuditedDecisions, m.DecisionLatency, m.Confirmations, m.APIErrors, m.Reconnects, m.PendingHuman, m.SnapshotReloads)
 	return m
 }

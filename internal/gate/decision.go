@@ -91,6 +91,9 @@ type Call struct {
 	Surface string
 	// Session is the agent session ID, when known.
 	Session string
+	// Cwd is the agent's working directory, when the runtime reports it (the hook's cwd);
+	// relative paths in the call's view (CallView) are resolved against it.
+	Cwd string
 }
 
 // Decision is the gate's answer to one call.
@@ -106,6 +109,47 @@ type Decision struct {
 	Message string `json:"message,omitempty"`
 	// SnapshotDigest is the digest of the snapshot that decided, empty when none was in force.
 	SnapshotDigest string `json:"snapshotDigest,omitempty"`
+	// Would is set when a rule in Audit (or an Audit policy's defaultAction) judged the call
+	// more restrictively than Verdict: the Ask or Block the gate recorded and did not enforce.
+	// Verdict, Rule, Reason, Code and Message are always the decision in effect.
+	Would *AuditedVerdict `json:"would,omitempty"`
+}
+
+// AuditedVerdict is a verdict recorded and not enforced (see Audit): what the gate would have
+// answered had every rule, and the defaultAction, been enforced.
+type AuditedVerdict struct {
+	// Verdict is Ask or Block.
+	Verdict Verdict `json:"verdict"`
+	// Rule is the rule that would have decided, empty for the defaultAction.
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason"`
+	Code   string `json:"code,omitempty"`
+}
+
+// AuditPrefix starts the note a surface gives of a verdict recorded and not enforced.
+const AuditPrefix = "[Intutic Governance] AUDIT: "
+
+// Mode is Audit when the decision let through an Ask or Block it recorded (Would is set), and
+// Enforce otherwise: every decision of an Enforce policy, every fault, and every call that
+// nothing in Audit would have held.
+func (d Decision) Mode() Enforcement {
+	if d.Would != nil {
+		return Audit
+	}
+	return Enforce
+}
+
+// AuditNote says what was recorded and not enforced, as "[Intutic Governance] AUDIT: would
+// block: <reason>" (or "would ask"); empty when nothing was.
+func (d Decision) AuditNote() string {
+	if d.Would == nil {
+		return ""
+	}
+	verb := "would ask: "
+	if d.Would.Verdict == Block {
+		verb = "would block: "
+	}
+	return AuditPrefix + verb + d.Would.Reason
 }
 
 // Refuse is the Block a surface answers with when it cannot put a call to the gate at all (its

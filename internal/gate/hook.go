@@ -21,6 +21,7 @@ type HookInput struct {
 	ToolName      string          `json:"tool_name"`
 	ToolInput     json.RawMessage `json:"tool_input"`
 	ToolUseID     string          `json:"tool_use_id"`
+	Cwd           string          `json:"cwd"`
 	MCPServer     *struct {
 		Name string `json:"name"`
 	} `json:"mcp_server,omitempty"`
@@ -55,7 +56,7 @@ func ParseHookInput(data []byte) (*Call, *HookInput, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("tool_input cannot be judged: %w", err)
 	}
-	call := &Call{Tool: in.ToolName, Input: input, Surface: SurfaceHook, Session: in.SessionID}
+	call := &Call{Tool: in.ToolName, Input: input, Surface: SurfaceHook, Session: in.SessionID, Cwd: in.Cwd}
 	if in.MCPServer != nil {
 		call.Server = in.MCPServer.Name
 	}
@@ -64,26 +65,34 @@ func ParseHookInput(data []byte) (*Call, *HookInput, error) {
 
 // HookOutput is the PreToolUse JSON a decision is answered with.
 type HookOutput struct {
+	// SystemMessage is a warning Claude Code shows the user, not the model; it changes no
+	// decision. It carries the AuditNote of a verdict recorded and not enforced.
+	SystemMessage      string             `json:"systemMessage,omitempty"`
 	HookSpecificOutput HookSpecificOutput `json:"hookSpecificOutput"`
 }
 
 // HookSpecificOutput is the PreToolUse part of HookOutput.
 type HookSpecificOutput struct {
 	HookEventName            string `json:"hookEventName"`
-	PermissionDecision       string `json:"permissionDecision"`
+	PermissionDecision       string `json:"permissionDecision,omitempty"`
 	PermissionDecisionReason string `json:"permissionDecisionReason,omitempty"`
 }
 
 // HookResponse is how gate-hook answers a decision: what to print on stdout and stderr, and the
 // exit status. Allow prints nothing (unless explicitAllow), so the agent's own permission
 // flow still applies; Ask asks; Block denies with the refusal message and exits 2, which
-// Claude Code honours even if it ignored the JSON.
+// Claude Code honours even if it ignored the JSON. A verdict recorded and not enforced (Audit)
+// is told to the user as systemMessage, with no permissionDecision of its own and nothing on
+// stderr: an audited Block exits 0 and the call proceeds.
 func HookResponse(d Decision, explicitAllow bool) (stdout []byte, stderr string, exit int) {
-	out := HookOutput{HookSpecificOutput: HookSpecificOutput{HookEventName: "PreToolUse"}}
+	out := HookOutput{SystemMessage: d.AuditNote(), HookSpecificOutput: HookSpecificOutput{HookEventName: "PreToolUse"}}
 	switch d.Verdict {
 	case Allow:
 		if !explicitAllow {
-			return nil, "", 0
+			if out.SystemMessage == "" {
+				return nil, "", 0
+			}
+			break
 		}
 		out.HookSpecificOutput.PermissionDecision = "allow"
 		out.HookSpecificOutput.PermissionDecisionReason = d.Reason

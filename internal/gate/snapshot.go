@@ -31,6 +31,8 @@ type Rule struct {
 	Action Verdict  `json:"action"`
 	Reason string   `json:"reason,omitempty"`
 	Code   string   `json:"code,omitempty"`
+	// Enforcement overrides the policy's for this rule; empty is the policy's.
+	Enforcement Enforcement `json:"enforcement,omitempty"`
 	// Prefilter is derived from When when the snapshot is built (see Prefilter), so the hook
 	// can rule the rule out without compiling CEL. The digest covers it with When.
 	Prefilter *Prefilter `json:"prefilter,omitempty"`
@@ -44,6 +46,8 @@ type PolicyMeta struct {
 	WorkspaceID   string
 	DefaultAction Verdict
 	FailurePolicy FailurePolicy
+	// Enforcement is the policy's: Enforce when empty.
+	Enforcement Enforcement
 }
 
 // Snapshot is the versioned, self-describing rules snapshot. Digest covers the canonical
@@ -58,6 +62,8 @@ type Snapshot struct {
 	WorkspaceID   string        `json:"workspaceID,omitempty"`
 	DefaultAction Verdict       `json:"defaultAction"`
 	FailurePolicy FailurePolicy `json:"failurePolicy"`
+	// Enforcement is Audit, or absent for Enforce (see Mode and normalizeEnforcement).
+	Enforcement Enforcement `json:"enforcement,omitempty"`
 	// Invalid, when set, says why the policy has never compiled; such a snapshot blocks every
 	// call with code policy_invalid, so a sandbox is never ungoverned.
 	Invalid string `json:"invalid,omitempty"`
@@ -91,11 +97,13 @@ func assemble(meta PolicyMeta, rules []Rule) (*Snapshot, error) {
 		WorkspaceID:   meta.WorkspaceID,
 		DefaultAction: meta.DefaultAction,
 		FailurePolicy: meta.FailurePolicy,
+		Enforcement:   meta.Enforcement,
 		Rules:         append([]Rule{}, rules...),
 	}
 	if err := s.checkShape(); err != nil {
 		return nil, err
 	}
+	s.normalizeEnforcement()
 	digest, err := s.computeDigest()
 	if err != nil {
 		return nil, err
@@ -110,6 +118,8 @@ func BuildInvalidSnapshot(meta PolicyMeta, reason string) (*Snapshot, error) {
 	if reason == "" {
 		reason = "the policy's rules do not compile"
 	}
+	// policy_invalid is a fault, which no enforcement mode lets through: the snapshot says Enforce.
+	meta.Enforcement = ""
 	s, err := assemble(meta, nil)
 	if err != nil {
 		return nil, err
@@ -187,12 +197,18 @@ func (s *Snapshot) checkShape() error {
 	if s.FailurePolicy != Fail && s.FailurePolicy != Ignore {
 		return fmt.Errorf("failurePolicy %q is not Fail or Ignore", s.FailurePolicy)
 	}
+	if !validEnforcement(s.Enforcement) {
+		return fmt.Errorf("enforcement %q is not Enforce or Audit", s.Enforcement)
+	}
 	for i, r := range s.Rules {
 		if r.Name == "" {
 			return fmt.Errorf("rules[%d] has no name", i)
 		}
 		if !validVerdict(r.Action) {
 			return fmt.Errorf("rules[%d].action %q is not Allow, Ask or Block", i, r.Action)
+		}
+		if !validEnforcement(r.Enforcement) {
+			return fmt.Errorf("rules[%d].enforcement %q is not Enforce or Audit", i, r.Enforcement)
 		}
 	}
 	return nil

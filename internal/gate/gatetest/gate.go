@@ -9,7 +9,16 @@ import (
 // Gate is a gate with a verified snapshot of rules loaded, as the confirmer runs one.
 func Gate(t testing.TB, rules ...gate.Rule) *gate.Gate {
 	t.Helper()
-	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/coding-agents", Generation: 1}, rules)
+	return GateWith(t, gate.PolicyMeta{}, rules...)
+}
+
+// GateWith is Gate for a policy with meta (its name defaults to agents/coding-agents).
+func GateWith(t testing.TB, meta gate.PolicyMeta, rules ...gate.Rule) *gate.Gate {
+	t.Helper()
+	if meta.Policy == "" {
+		meta.Policy, meta.Generation = "agents/coding-agents", 1
+	}
+	s, err := gate.BuildSnapshot(meta, rules)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,10 +35,20 @@ func Gate(t testing.TB, rules ...gate.Rule) *gate.Gate {
 
 // CodingAgents is the confirmer tests' gate: it blocks rm -rf / and sends deploys to a human.
 func CodingAgents(t testing.TB) *gate.Gate {
-	return Gate(t,
-		gate.Rule{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.matches("rm\\s+-rf\\s+/")`, Action: gate.Block, Reason: "destructive command on the root filesystem", Code: "destructive_command"},
-		gate.Rule{Name: "deploys-need-human", Tools: []string{"mcp__deploy__*"}, Action: gate.Ask, Reason: "deploys need a human"},
-	)
+	return GateWith(t, gate.PolicyMeta{}, codingAgents()...)
+}
+
+// AuditedCodingAgents is CodingAgents in a policy set to Audit: rm -rf / would be blocked and
+// deploys would go to a human, and every call proceeds.
+func AuditedCodingAgents(t testing.TB) *gate.Gate {
+	return GateWith(t, gate.PolicyMeta{Enforcement: gate.Audit}, codingAgents()...)
+}
+
+func codingAgents() []gate.Rule {
+	return []gate.Rule{
+		{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.matches("rm\\s+-rf\\s+/")`, Action: gate.Block, Reason: "destructive command on the root filesystem", Code: "destructive_command"},
+		{Name: "deploys-need-human", Tools: []string{"mcp__deploy__*"}, Action: gate.Ask, Reason: "deploys need a human"},
+	}
 }
 
 // NoEtcWrites blocks writes under /etc; any other call is allowed.

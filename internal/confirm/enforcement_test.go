@@ -1,0 +1,96 @@
+package confirm
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
+	"github.com/intutic/gate-operator/internal/gate/gatetest"
+)
+
+// TestConfirmerAuditedBlockIsAllowed: under a policy set to Audit, the Managed Agents
+// confirmer allows a call a Block rule matches (and one an Ask rule matches, without holding
+// it for a human); the audit line and record say would-block and would-ask.
+func TestConfirmerAuditedBlockIsAllowed(t *testing.T) {
+	f := newFake(t)
+	ids := f.AddSession("sesn_a", "agent_1",
+		anthropictest.ToolUse{Name: "bash", Input: map[string]any{"command": "rm -rf /"}, Permission: "ask"},
+		anthropictest.ToolUse{Type: "agent.mcp_tool_use", MCPServer: "deploy", Name: "run", Input: map[string]any{}, Permission: "ask"},
+	)
+	c := newConfirmer(t, f)
+	c.Gate = gatetest.AuditedCodingAgents(t)
+	var (
+		mu    sync.Mutex
+		lines []string
+	)
+	c.Log = funcr.New(func(_, args string) { mu.Lock(); lines = append(lines, args); mu.Unlock() }, funcr.Options{})
+	reg := prometheus.NewRegistry()
+	c.Metrics = NewMetrics(reg)
+	var audit []AuditRecord
+	c.Audit = func(r AuditRecord) { audit = append(audit, r) }
+
+	out, err := c.AnswerSession(context.Background(), "sesn_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := confirmations(t, f, "sesn_a")
+	if got[ids[0]] != "allow" || got[ids[1]] != "allow" || out.Held != 0 {
+		t.Fatalf("confirmations %v, held %d: want both allowed, none held", got, out.Held)
+	}
+	if len(audit) != 2 {
+		t.Fatalf("audit %+v", audit)
+	}
+	for i, want := range []AuditRecord{
+		{Verdict: "Allow", Mode: "audit", WouldVerdict: "Block", WouldRule: "no-root-rm", WouldCode: "destructive_command", WouldReason: "destructive command on the root filesystem"},
+		{Verdict: "Allow", Mode: "audit", WouldVerdict: "Ask", WouldRule: "deploys-need-human", WouldReason: "deploys need a human"},
+	} {
+		r := audit[i]
+		if r.Verdict != want.Verdict || r.Mode != want.Mode || r.WouldVerdict != want.WouldVerdict || r.WouldRule != want.WouldRule ||
+			r.WouldCode != want.WouldCode || r.WouldReason != want.WouldReason {
+			t.Errorf("audit[%d] = %+v, want %+v", i, r, want)
+		}
+	}
+	mu.Lock()
+	log := strings.Join(lines, "\n")
+	mu.Unlock()
+	if !strings.Contains(log, `"verdict"="Allow" "mode"="audit"`) || !strings.Contains(log, `"wouldVerdict"="Block" "wouldRule"="no-root-rm"`) {
+		t.Fatalf("no would-block audit line in:\n%s", log)
+	}
+	for series, want := range map[string]float64{
+		`gate_decisions_total{mode="audit",surface="managed-agents",verdict="Allow"}`:   2,
+		`gate_audited_decisions_total{surface="managed-agents",verdict="Block"}`:        1,
+		`gate_audited_decisions_total{surface="managed-agents",verdict="Ask"}`:          1,
+		`gate_decisions_total{mode="enforce",surface="managed-agents",verdict="Allow"}`: 0,
+	} {
+		if got := counter(t, reg, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+}
+
+// counter is the value of one counter series, written as the exposition format names it
+// (labels in alphabetical order); 0 when there is no such series.
+func counter(t *testing.T, reg prometheus.Gatherer, series string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+`="`+l.GetValue()+`"`)
+			}
+			if mf.GetName()+"{"+strings.Join(labels, ",")+"}" == series {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
