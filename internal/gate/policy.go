@@ -125,54 +125,13 @@ func (p *Policy) decide(c *Call) Decision {
 		return refusal(CodeToolMismatch, "the gate was compiled for another tool", s.Digest)
 	}
 	act := activations.Get().(*activation)
-	*act = activation{tool: name, server: server, surface: c.Surface, session: c.Session, input: c.Input}
+	*act = activation{tool: name, server: server, surface: c.Surface, session: c.Session, input: c.Input, cwd: c.Cwd}
 	defer func() {
 		*act = activation{}
 		activations.Put(act)
 	}()
 
-	best := -1
-	for _, i := range p.index.candidates(name) {
-		r := &p.rules[i]
-		matched, err := r.eval(act)
-		if err != nil {
-			// Evaluation stops at the first Block: no later rule can be more restrictive, and
-			// among Blocks the first in order supplies the reason.
-			kind := errorKind(err)
-			if kind == ErrorKindCostLimit {
-				// Not a broken rule but input too large to judge: refused under either policy.
-				reason := fmt.Sprintf("rule %s could not judge the input within the cost limit", r.Name)
-				return p.ruleDecision(r, Block, CodeInputTooCostly, reason, RefusalPrefix+reason)
-			}
-			if s.FailurePolicy == Ignore {
-				continue
-			}
-			// The reason names the kind of error, never its text, which can quote the input.
-			reason := fmt.Sprintf("rule %s could not be evaluated: %s", r.Name, kind)
-			return p.ruleDecision(r, Block, CodeRuleError, reason, RefusalPrefix+reason)
-		}
-		if !matched {
-			continue
-		}
-		if r.Action == Block {
-			return p.ruleDecision(r, Block, r.Code, r.reason, r.message)
-		}
-		if best < 0 || r.Action.rank() > p.rules[best].Action.rank() {
-			best = i
-		}
-	}
-	if best >= 0 {
-		r := &p.rules[best]
-		return p.ruleDecision(r, r.Action, r.Code, r.reason, r.message)
-	}
-	switch s.DefaultAction {
-	case Allow:
-		return Decision{Verdict: Allow, Reason: "no rule matched", IncidentID: NewIncidentID(), SnapshotDigest: s.Digest}
-	case Ask:
-		return Decision{Verdict: Ask, Reason: "no rule matched; the policy's defaultAction is Ask", Code: CodeDefaultAction, IncidentID: NewIncidentID(), SnapshotDigest: s.Digest}
-	default:
-		return refusal(CodeDefaultAction, "no rule allows this call and the policy's defaultAction is Block", s.Digest)
-	}
+	return p.judge(p.index.candidates(name), act)
 }
 
 func (p *Policy) ruleDecision(r *compiledRule, v Verdict, code, reason, message string) Decision {
@@ -221,6 +180,10 @@ type activation struct {
 	tool, server, surface, session string
 	input                          map[string]any
 	inputVal                       ref.Val
+	// cwd is the call's working directory; callVal its view (CallView), built on the first
+	// rule that reads `call`, so a decision no such rule reaches never builds it.
+	cwd     string
+	callVal ref.Val
 }
 
 func (a *activation) ResolveName(name string) (any, bool) {
@@ -238,6 +201,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			a.inputVal = types.NewStringInterfaceMap(types.DefaultTypeAdapter, a.input)
 		}
 		return a.inputVal, true
+	case varCall:
+		if a.callVal == nil {
+			a.callVal = callValue(a.tool, a.input, a.cwd)
+		}
+		return a.callVal, true
 	}
 	return nil, false
 }

@@ -31,6 +31,12 @@ func TestPrefilterAgreesWithCEL(t *testing.T) {
 		`input.count.contains("1")`,
 		`size(input.command) > 3 && input.command.startsWith("ls")`,
 		`!(input.command.contains("a") && input.command.contains("b"))`,
+		// The call's view is opaque to the prefilter: it never rules a call out on its own.
+		`call.commands.exists(c, c.name == "rm") && input.command.contains("rm")`,
+		`call.kind == "exec" || input.command.startsWith("ls")`,
+		`!call.shellKnown && input.command.contains("$")`,
+		`call.writes.exists(p, !p.isUnder("/workspace")) || call.hosts.exists(h, h == "evil.example")`,
+		`path.clean(input.command) == "rm" || !("rm -rf /".isUnder("/"))`,
 	}
 	inputs := []map[string]any{
 		{"command": "rm -rf /"},

@@ -1,0 +1,180 @@
+package gate
+
+import (
+	"net/url"
+	"strings"
+
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+
+	"github.com/intutic/gate-operator/internal/shellparse"
+)
+
+// CallView is the typed view of a call the rules see as `call`, built from the tool name, the
+// input and the working directory by the table in toolshapes.go, the same on every surface.
+// Paths are cleaned and resolved against Cwd when it is known (see internal/shellparse/paths.go); with no Cwd a
+// relative path stays relative, so it is under no absolute directory.
+type CallView struct {
+	// Kind is read, write, exec, fetch, mcp, other (a known tool that touches none of these),
+	// or unknown (a tool the table does not know).
+	Kind string `json:"kind" cel:"kind"`
+	// Cwd is the call's working directory as the runtime reports it (the hook's cwd), or "".
+	Cwd string `json:"cwd" cel:"cwd"`
+	// Reads and Writes are the files the call reads and writes: the tool's path fields, the
+	// directory a search reads, and the files a shell command's redirections open.
+	Reads  []string `json:"reads" cel:"reads"`
+	Writes []string `json:"writes" cel:"writes"`
+	// URLs are the URLs the call fetches: the tool's URL fields and the static arguments of a
+	// shell command that are absolute URLs (scheme://host...). Hosts[i] is the host of URLs[i]:
+	// lower case, without port, brackets or a trailing dot, and "" when it has none.
+	URLs  []string `json:"urls" cel:"urls"`
+	Hosts []string `json:"hosts" cel:"hosts"`
+	// Commands are the commands a shell command line runs (see internal/shellparse).
+	Commands []shellparse.Command `json:"commands" cel:"commands"`
+	// ShellKnown is false when the call runs code the gate cannot read in full: a command line
+	// that does not parse or is over the bounds, a command name, eval'd or sh -c code, or a
+	// redirection target that is not static, or code in another language (PowerShell).
+	ShellKnown bool `json:"shellKnown" cel:"shellKnown"`
+}
+
+// ViewOf is the view the rules see of a call. It never fails: a tool name that does not resolve
+// is an unknown tool.
+func ViewOf(c *Call) CallView {
+	name, _, err := ResolveTool(c.Tool, c.Server)
+	if err != nil {
+		name = ""
+	}
+	return viewOf(name, c.Input, c.Cwd)
+}
+
+func viewOf(tool string, input map[string]any, cwd string) CallView {
+	v := CallView{
+		Kind: KindUnknown, Cwd: cwd, ShellKnown: true,
+		Reads: []string{}, Writes: []string{}, URLs: []string{}, Hosts: []string{}, Commands: []shellparse.Command{},
+	}
+	shape := shapeOf(tool)
+	switch {
+	case shape != nil:
+		v.Kind = shape.Kind
+	case hasMCPPrefix(tool):
+		v.Kind = KindMCP
+		return v
+	default:
+		return v
+	}
+	for _, f := range shape.Reads {
+		if p, ok := stringField(input, f); ok {
+			v.Reads = append(v.Reads, shellparse.Resolve(cwd, p))
+		}
+	}
+	for _, f := range shape.Writes {
+		if p, ok := stringField(input, f); ok {
+			v.Writes = append(v.Writes, shellparse.Resolve(cwd, p))
+		}
+	}
+	if shape.Dir != "" {
+		v.Reads = append(v.Reads, searchRoot(input, shape, cwd))
+	}
+	for _, f := range shape.URLs {
+		if u, ok := stringField(input, f); ok {
+			v.URLs = append(v.URLs, u)
+		}
+	}
+	if shape.Code != "" {
+		if _, ok := stringField(input, shape.Code); ok {
+			v.ShellKnown = false
+		}
+	}
+	if shape.Shell != "" {
+		if cmd, ok := stringField(input, shape.Shell); ok {
+			sh := shellparse.Parse(cmd, cwd)
+			v.Commands, v.ShellKnown = sh.Commands, sh.Known
+			if v.Commands == nil {
+				v.Commands = []shellparse.Command{}
+			}
+			v.Reads = append(v.Reads, sh.Reads...)
+			v.Writes = append(v.Writes, sh.Writes...)
+			v.URLs = append(v.URLs, sh.URLs...)
+		}
+	}
+	for _, u := range v.URLs {
+		v.Hosts = append(v.Hosts, hostOf(u))
+	}
+	return v
+}
+
+// stringField reads a non-empty string field of the input; "a.b" is field b of object field a.
+func stringField(input map[string]any, field string) (string, bool) {
+	var cur any = input
+	for _, part := range strings.Split(field, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		cur = m[part]
+	}
+	s, ok := cur.(string)
+	return s, ok && s != ""
+}
+
+// searchRoot is the directory a search (Glob, Grep) reads: its directory field, or the working
+// directory, and below it the literal leading directories of its glob. A glob that can climb
+// with ".." ({a,..}/x) climbs at most once per "..", so the root climbs that much.
+func searchRoot(input map[string]any, shape *ToolShape, cwd string) string {
+	dir, _ := stringField(input, shape.Dir)
+	root := shellparse.Resolve(cwd, dir)
+	pattern, ok := stringField(input, shape.Pattern)
+	if shape.Pattern == "" || !ok {
+		return root
+	}
+	segs := strings.Split(pattern, "/")
+	lit := 0
+	for lit < len(segs)-1 && !strings.ContainsAny(segs[lit], "*?[{\\") {
+		lit++
+	}
+	prefix := strings.Join(segs[:lit], "/")
+	if strings.HasPrefix(pattern, "/") && prefix == "" {
+		prefix = "/"
+	}
+	if climbs := strings.Count(strings.Join(segs[lit:], "/"), ".."); climbs > 0 {
+		up := strings.Repeat("../", climbs)
+		if prefix != "" {
+			up = prefix + "/" + up
+		}
+		prefix = up
+	}
+	return shellparse.Resolve(root, prefix)
+}
+
+var dropTabsAndNewlines = strings.NewReplacer("\t", "", "\n", "", "\r", "")
+
+// hostOf is the host a URL names, as a WHATWG URL parser (Node's, which the runtimes use) reads
+// it where net/url can follow: tabs and newlines dropped, and in http(s), ws(s) and ftp URLs
+// backslashes read as slashes. "" when the URL has no host or does not parse.
+func hostOf(raw string) string {
+	s := strings.TrimFunc(raw, func(r rune) bool { return r <= ' ' })
+	if strings.ContainsAny(s, "\t\n\r") {
+		s = dropTabsAndNewlines.Replace(s)
+	}
+	if scheme, rest, ok := strings.Cut(s, ":"); ok {
+		switch strings.ToLower(scheme) {
+		case "http", "https", "ws", "wss", "ftp":
+			s = scheme + ":" + strings.ReplaceAll(rest, `\`, "/")
+		}
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+}
+
+// callValue is the CEL value of a call's view.
+func callValue(tool string, input map[string]any, cwd string) ref.Val {
+	v := viewOf(tool, input, cwd)
+	env, err := environment()
+	if err != nil {
+		return types.NewErr("the CEL environment cannot be built")
+	}
+	return env.CELTypeAdapter().NativeToValue(&v)
+}

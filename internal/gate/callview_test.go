@@ -1,0 +1,120 @@
+package gate
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// readmeCallRules are the example rules of the README's section on the call's view.
+func readmeCallRules(t *testing.T) []Rule {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "### The call's view")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("the README has no yaml block in its section on the call's view")
+	}
+	var doc struct {
+		Rules []Rule `json:"rules"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(block), &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc.Rules
+}
+
+func TestDecideWithCallView(t *testing.T) {
+	s, err := BuildSnapshot(PolicyMeta{Policy: "a/p", Generation: 1, DefaultAction: Allow, FailurePolicy: Fail}, readmeCallRules(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, errs := Compile(s)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	bash := func(cmd, cwd string) Call {
+		return Call{Tool: "Bash", Input: map[string]any{"command": cmd}, Cwd: cwd, Surface: SurfaceHook}
+	}
+	for _, c := range []struct {
+		call Call
+		want Verdict
+		rule string
+	}{
+		{bash("rm -rf build && go test ./...", "/workspace/app"), Allow, ""},
+		{bash("rm -rf ../../etc", "/workspace/app"), Block, "no-recursive-rm-outside-workspace"},
+		{bash("cd / && rm -fr etc", "/workspace"), Block, "no-recursive-rm-outside-workspace"},
+		{Call{Tool: "bash", Input: map[string]any{"command": "rm -rf /etc"}, Surface: SurfaceManagedAgents}, Block, "no-recursive-rm-outside-workspace"},
+		{bash(`rm -rf "$DIR"`, "/workspace"), Ask, "rm-with-dynamic-arguments"},
+		{bash(`find / -exec rm -rf {} +`, "/workspace"), Ask, "rm-with-dynamic-arguments"},
+		{bash("$CMD", "/workspace"), Ask, "shell-not-static"},
+		{bash("echo x > /etc/motd", "/workspace"), Block, "writes-stay-in-workspace"},
+		{Call{Tool: "Write", Input: map[string]any{"file_path": "../etc/passwd", "content": "x"}, Cwd: "/workspace"}, Block, "writes-stay-in-workspace"},
+		{Call{Tool: "write", Input: map[string]any{"file_path": "src/a.go", "content": "x"}, Surface: SurfaceHarness}, Block, "writes-stay-in-workspace"},
+		{Call{Tool: "NotebookEdit", Input: map[string]any{"notebook_path": "/workspace/../n.ipynb", "new_source": ""}}, Block, "writes-stay-in-workspace"},
+		{Call{Tool: "Edit", Input: map[string]any{"file_path": "/workspace/a.go"}}, Allow, ""},
+		{Call{Tool: "web_fetch", Input: map[string]any{"url": "https://evil.example/"}, Surface: SurfaceManagedAgents}, Ask, "fetch-only-github"},
+		{Call{Tool: "WebFetch", Input: map[string]any{"url": "https://raw.github.com/x"}}, Allow, ""},
+		{Call{Tool: "WebFetch", Input: map[string]any{"url": "http://169.254.169.254/latest/meta-data"}}, Block, "no-metadata-endpoint"},
+		{bash("curl -s http://169.254.169.254/", "/workspace"), Block, "no-metadata-endpoint"},
+		{Call{Tool: "deploy", Input: map[string]any{"env": "prod"}, Surface: SurfaceWorkflow}, Ask, "unknown-tools-ask"},
+		{Call{Tool: "mcp__github__create_issue", Input: map[string]any{"title": "x"}}, Allow, ""},
+		{Call{Tool: "TodoWrite", Input: map[string]any{"todos": []any{}}}, Allow, ""},
+	} {
+		d := p.Decide(&c.call)
+		if d.Verdict != c.want || d.Rule != c.rule {
+			t.Errorf("%s %v (cwd %q): %s by %q (%s), want %s by %q", c.call.Tool, c.call.Input, c.call.Cwd, d.Verdict, d.Rule, d.Reason, c.want, c.rule)
+		}
+	}
+}
+
+func TestHookInputCwd(t *testing.T) {
+	call, _, err := ParseHookInput([]byte(`{"session_id":"s","cwd":"/workspace/app","hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{"file_path":"../../etc/passwd","content":""},"tool_use_id":"t"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if call.Cwd != "/workspace/app" {
+		t.Fatalf("cwd %q", call.Cwd)
+	}
+	if v := ViewOf(call); len(v.Writes) != 1 || v.Writes[0] != "/etc/passwd" || v.Cwd != "/workspace/app" {
+		t.Errorf("view %+v", v)
+	}
+}
+
+// TestCallViewIsLazy: the view is built on the first rule that reads call, once per decision,
+// and never for rules that do not.
+func TestCallViewIsLazy(t *testing.T) {
+	compiled := func(when string) *compiledRule {
+		cr, errs := compileRule(0, Rule{Name: "r", When: when, Action: Block, Reason: "r"})
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		return &cr
+	}
+	a := &activation{tool: "Bash", input: map[string]any{"command": "ls"}, cwd: "/w"}
+	if _, err := compiled(`input.command == "ls" && tool == "Bash"`).eval(a); err != nil || a.callVal != nil {
+		t.Fatalf("a rule that does not read call built the view (err %v)", err)
+	}
+	if _, err := compiled(`call.kind == "exec"`).eval(a); err != nil || a.callVal == nil {
+		t.Fatalf("the view was not built (err %v)", err)
+	}
+	built := a.callVal
+	if _, err := compiled(`call.commands.size() == 1`).eval(a); err != nil || a.callVal != built {
+		t.Fatalf("the view was built twice (err %v)", err)
+	}
+	for _, e := range []string{`call.kind == "exec"`, `call.commands.exists(c, c.name == "rm")`, `"x".isUnder(call.cwd)`} {
+		checked, err := compiled(e).program.check()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pf := prefilterOf(checked.NativeRep().Expr()); pf != nil {
+			t.Errorf("%s has a prefilter %+v; the view is opaque to prefilters", e, pf)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package gate
+
+// The tool shapes the gate knows: where each built-in tool's input names what the call reads,
+// writes, fetches or runs. It is the one table the view (callview.go), its tests and the README
+// follow. Names match as tool patterns do (case, '_' and '-' folded), so one row serves Claude
+// Code's Read, the harness's read and Managed Agents' read.
+//
+// Sources: Claude Code, @anthropic-ai/claude-agent-sdk 0.3.332 sdk-tools.d.ts (tool input
+// schemas) and BUILTIN_TOOL_NAMES (specs/harness-workflow-wire.md §4.6); the harness built-ins,
+// @ai-sdk/harness HARNESS_V1_BUILTIN_TOOLS and the claude-code adapter's keys (§1.11); Managed
+// Agents' agent_toolset_20260401, @anthropic-ai/sdk 1.14.0 resources/beta/agents (bash, read,
+// write, edit, glob, grep, web_fetch, web_search; web_fetch's {url} and web_search's {query} are
+// the Messages API server tools' inputs).
+//
+// A tool that is not in the table and not an MCP tool gets kind "unknown", every list empty and
+// ShellKnown true; an MCP tool gets kind "mcp" and empty lists. Either way the rules still see
+// the raw input, and the view is never an error.
+
+// Kinds of call, CallView.Kind.
+const (
+	KindRead    = "read"
+	KindWrite   = "write"
+	KindExec    = "exec"
+	KindFetch   = "fetch"
+	KindMCP     = "mcp"
+	KindOther   = "other"
+	KindUnknown = "unknown"
+)
+
+// ToolShape is one row of the table: the input fields that name what a tool touches. A field
+// that is absent, empty or not a string is skipped.
+type ToolShape struct {
+	// Names are the tool's names as the runtimes spell them.
+	Names []string
+	// Runtimes says where the tool comes from: claude-code, harness, managed-agents.
+	Runtimes []string
+	Kind     string
+	// Reads and Writes are fields holding a path the call reads or writes (an edit does both).
+	Reads, Writes []string
+	// Dir is a field holding the directory a search reads (the working directory when absent),
+	// and Pattern a field holding a glob under it whose literal leading directories are read too.
+	Dir, Pattern string
+	// URLs are fields holding a URL the call fetches; "ws.url" is field url of object field ws.
+	URLs []string
+	// Shell is a field holding a POSIX shell command line, parsed into commands.
+	Shell string
+	// Code is a field holding code the gate does not parse (PowerShell): the call runs
+	// something, and the commands are not known.
+	Code string
+}
+
+var (
+	claudeCode    = []string{"claude-code"}
+	everyRuntime  = []string{"claude-code", "harness", "managed-agents"}
+	claudeHarness = []string{"claude-code", "harness"}
+)
+
+// toolShapes is the table. Rows with kind "other" are tools that touch no file, URL or command
+// the gate can name (task lists, questions, plan mode, sub-agents).
+var toolShapes = []ToolShape{
+	{Names: []string{"Bash"}, Runtimes: everyRuntime, Kind: KindExec, Shell: "command"},
+	{Names: []string{"Monitor"}, Runtimes: claudeHarness, Kind: KindExec, Shell: "command", URLs: []string{"ws.url"}},
+	{Names: []string{"PowerShell"}, Runtimes: claudeCode, Kind: KindExec, Code: "command"},
+	{Names: []string{"Read"}, Runtimes: everyRuntime, Kind: KindRead, Reads: []string{"file_path"}},
+	{Names: []string{"Write"}, Runtimes: everyRuntime, Kind: KindWrite, Writes: []string{"file_path"}},
+	{Names: []string{"Edit", "MultiEdit"}, Runtimes: everyRuntime, Kind: KindWrite, Reads: []string{"file_path"}, Writes: []string{"file_path"}},
+	{Names: []string{"NotebookEdit"}, Runtimes: claudeHarness, Kind: KindWrite, Reads: []string{"notebook_path"}, Writes: []string{"notebook_path"}},
+	{Names: []string{"Glob"}, Runtimes: everyRuntime, Kind: KindRead, Dir: "path", Pattern: "pattern"},
+	{Names: []string{"Grep"}, Runtimes: everyRuntime, Kind: KindRead, Dir: "path"},
+	{Names: []string{"WebFetch", "web_fetch"}, Runtimes: everyRuntime, Kind: KindFetch, URLs: []string{"url"}},
+	{Names: []string{"WebSearch", "web_search"}, Runtimes: everyRuntime, Kind: KindFetch},
+	{Names: []string{"ReadMcpResource", "ReadMcpResourceTool", "ReadMcpResourceDirTool"}, Runtimes: claudeHarness, Kind: KindMCP, URLs: []string{"uri"}},
+	{Names: []string{"ListMcpResources", "ListMcpResourcesTool"}, Runtimes: claudeHarness, Kind: KindMCP},
+	{Names: []string{
+		"Agent", "Task", "TaskCreate", "TaskGet", "TaskUpdate", "TaskList", "TaskStop", "TaskOutput",
+		"TodoWrite", "AskUserQuestion", "askUserQuestions", "EnterPlanMode", "ExitPlanMode",
+		"EnterWorktree", "ExitWorktree", "Skill", "ToolSearch",
+	}, Runtimes: claudeHarness, Kind: KindOther},
+}
+
+// shapeIndex maps each folded name of the table to its row, and each name as the table spells
+// it too, so the names runtimes send are found without folding.
+var shapeIndex = func() map[string]*ToolShape {
+	m := map[string]*ToolShape{}
+	for i := range toolShapes {
+		for _, n := range toolShapes[i].Names {
+			m[normalizeToolName(n)] = &toolShapes[i]
+			m[n] = &toolShapes[i]
+		}
+	}
+	return m
+}()
+
+// shapeOf is the row of a canonical tool name, or nil.
+func shapeOf(tool string) *ToolShape {
+	if s, ok := shapeIndex[tool]; ok {
+		return s
+	}
+	return shapeIndex[normalizeToolName(tool)]
+}
