@@ -16,9 +16,6 @@ import (
 	"sync"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
-	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/testutil"
@@ -97,14 +94,7 @@ func (m *messagesStandIn) toolResult() (content string, isError bool, ok bool) {
 // would hold it, with the mount directory set to hooksDir.
 func bundle(t *testing.T, hooksDir, hookBin string) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "gate_v1alpha1_harnessagentpolicy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &gatev1.HarnessAgentPolicy{}
-	if err := yaml.UnmarshalStrict(raw, p); err != nil {
-		t.Fatal(err)
-	}
+	p := harnessSamplePolicy(t)
 	p.Namespace, p.Generation = "agents", 1
 	res, err := bootstrap.Build(p, bootstrap.Published{}, bootstrap.Options{MountDir: hooksDir, HookBin: hookBin})
 	if err != nil || res.HeldBack() {
