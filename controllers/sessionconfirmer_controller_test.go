@@ -1,13 +1,15 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/client-go/rest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/rest"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -101,15 +103,22 @@ func TestConfirmerWaitsForPolicyAndSecrets(t *testing.T) {
 	waitConfirmer(t, sc, gatev1.ConditionPolicyResolved, metav1.ConditionTrue, gatev1.ReasonPolicyResolved)
 }
 
-func TestConfirmerChildren(t *testing.T) {
-	ctx := testutil.Context(t, 60*time.Second)
+// confirmerNamespace is a new namespace with what a SessionConfirmer needs: the policy
+// coding-agents and the API key and webhook key Secrets.
+func confirmerNamespace(ctx context.Context, t *testing.T) string {
+	t.Helper()
 	ns := testutil.CreateNamespace(ctx, t, k8sClient, "policy-")
-	p := newPolicy(ns, "coding-agents")
-	if err := k8sClient.Create(ctx, p); err != nil {
+	if err := k8sClient.Create(ctx, newPolicy(ns, "coding-agents")); err != nil {
 		t.Fatal(err)
 	}
 	createSecret(t, ns, "anthropic", "api-key")
 	createSecret(t, ns, "anthropic-webhook", "signing-key")
+	return ns
+}
+
+func TestConfirmerChildren(t *testing.T) {
+	ctx := testutil.Context(t, 60*time.Second)
+	ns := confirmerNamespace(ctx, t)
 	sc := newConfirmerObj(ns)
 	if err := k8sClient.Create(ctx, sc); err != nil {
 		t.Fatal(err)
@@ -187,7 +196,7 @@ func TestConfirmerChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = waitConfirmer(t, sc, gatev1.ConditionReady, metav1.ConditionTrue, gatev1.ReasonReady)
-	pol := getPolicy(t, p)
+	pol := getPolicy(t, newPolicy(ns, "coding-agents"))
 	if got.Status.ReadyReplicas != 2 || got.Status.ServiceURL != "http://agents-confirmer."+ns+".svc:8080" || got.Status.SnapshotDigest != pol.Status.SnapshotDigest || got.Status.SnapshotDigest == "" {
 		t.Fatalf("status %+v", got.Status)
 	}
@@ -260,12 +269,7 @@ func podUserCanRead(pod *corev1.PodSpec, src *corev1.SecretVolumeSource) bool {
 // update its own, and no other (RBAC as the API server enforces it, impersonating the account).
 func TestConfirmerLeaseIsItsOwn(t *testing.T) {
 	ctx := testutil.Context(t, 60*time.Second)
-	ns := testutil.CreateNamespace(ctx, t, k8sClient, "policy-")
-	if err := k8sClient.Create(ctx, newPolicy(ns, "coding-agents")); err != nil {
-		t.Fatal(err)
-	}
-	createSecret(t, ns, "anthropic", "api-key")
-	createSecret(t, ns, "anthropic-webhook", "signing-key")
+	ns := confirmerNamespace(ctx, t)
 	sc := newConfirmerObj(ns)
 	if err := k8sClient.Create(ctx, sc); err != nil {
 		t.Fatal(err)
@@ -301,12 +305,7 @@ func TestConfirmerLeaseIsItsOwn(t *testing.T) {
 // Ready, naming the child and quoting the API server.
 func TestConfirmerRefusedApplyIsACondition(t *testing.T) {
 	ctx := testutil.Context(t, 60*time.Second)
-	ns := testutil.CreateNamespace(ctx, t, k8sClient, "policy-")
-	if err := k8sClient.Create(ctx, newPolicy(ns, "coding-agents")); err != nil {
-		t.Fatal(err)
-	}
-	createSecret(t, ns, "anthropic", "api-key")
-	createSecret(t, ns, "anthropic-webhook", "signing-key")
+	ns := confirmerNamespace(ctx, t)
 	const message = "no new Deployments in this namespace"
 	refuseWrites(t, ns, "deployments", message)
 	sc := newConfirmerObj(ns)

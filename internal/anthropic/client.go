@@ -108,7 +108,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 		c.maxElapsed = DefaultMaxRetryElapsed
 	}
 	if c.sleep == nil {
-		c.sleep = sleepCtx
+		c.sleep = SleepContext
 	}
 	if c.now == nil {
 		c.now = time.Now

@@ -99,7 +99,9 @@ func (c *Client) backoff(retries int) time.Duration {
 	return time.Duration(float64(d) * (1 - c.jitter()*0.25))
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// SleepContext waits d, or until ctx ends (then it returns ctx's error). It is the client's
+// default Sleep, and the confirmer's watch loop waits out its backoff with it too.
+func SleepContext(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -3,8 +3,6 @@ package confirm
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,28 +15,12 @@ import (
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
 
-const fakeKey = "sk-ant-fake-key"
-
 func newConfirmer(t testing.TB, fake *anthropictest.Server) *Confirmer {
 	t.Helper()
-	key := filepath.Join(t.TempDir(), "api-key")
-	if err := os.WriteFile(key, []byte(fakeKey), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := anthropic.NewClient(anthropic.ClientOptions{BaseURL: fake.URL, APIKeyFile: key,
-		Sleep: func(context.Context, time.Duration) error { return nil }}) // retries without waiting
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Confirmer{Client: c, Gate: gatetest.CodingAgents(t), Deadline: 15 * time.Minute, Log: logr.Discard()}
+	return &Confirmer{Client: fake.Client(t), Gate: gatetest.CodingAgents(t), Deadline: 15 * time.Minute, Log: logr.Discard()}
 }
 
-func newFake(t testing.TB) *anthropictest.Server {
-	t.Helper()
-	f := anthropictest.New(fakeKey)
-	t.Cleanup(f.Close)
-	return f
-}
+func newFake(t testing.TB) *anthropictest.Server { return anthropictest.Start(t) }
 
 // confirmations maps tool_use_id to "result[:deny_message]" and fails on a second one.
 func confirmations(t *testing.T, f *anthropictest.Server, session string) map[string]string {

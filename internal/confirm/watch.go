@@ -131,7 +131,7 @@ func (w *Watcher) watch(ctx context.Context, id string) {
 		if w.OnReconnect != nil {
 			w.OnReconnect()
 		}
-		if sleep(ctx, backoff) != nil {
+		if anthropic.SleepContext(ctx, backoff) != nil {
 			return
 		}
 		backoff = min(2*backoff, maxReconnect)
@@ -255,16 +255,4 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
