@@ -74,7 +74,7 @@ tools: ## Install the pinned tools (controller-gen, helm, golangci-lint) into bi
 ##@ Demo
 
 .PHONY: demo
-demo: ## Run gate-operator end to end on a local control plane (builds what is missing first).
+demo: tools ## Run gate-operator where users run it: a local cluster with a real node, the chart, the images (needs root; builds what is missing first).
 	go run ./hack/demo
 
 ##@ Release

@@ -8,6 +8,8 @@
 # k8s.io/kubernetes and replaces every staging module with its own release. etcd is built in
 # the same module, so it gets the version kubernetes pins.
 #
+# The node's kubelet and kube-proxy come from the same module (hack/build-node.sh asks for them).
+#
 # Usage: hack/build-control-plane.sh [binary ...]   (default: kube-apiserver kube-controller-manager etcd)
 set -euo pipefail
 
@@ -16,6 +18,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${ROOT}/bin/k8s/${K8S_VERSION}"
 WRAPPER="${ROOT}/bin/k8s/.wrapper-${K8S_VERSION}"
 STAGING_VERSION="v0.${K8S_VERSION#v1.}"          # v1.37.2 -> v0.37.2
+WRAPPER_COMMANDS="etcd kube-apiserver kube-controller-manager kube-proxy kube-scheduler kubelet"
 MINOR="$(echo "${K8S_VERSION#v}" | cut -d. -f2)"
 
 step() { printf '[control-plane %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
@@ -46,7 +49,9 @@ write_wrapper() {
   kmod="$(go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')"
   ETCD_VERSION="$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2}' "${kmod}")"
   [[ -n "${ETCD_VERSION}" ]] || { echo "cannot find the etcd server version in ${kmod}" >&2; exit 1; }
-  if [[ -f "${WRAPPER}/go.sum" && -f "${WRAPPER}/.complete" ]]; then
+  # The marker names the commands the wrapper was resolved for; a wrapper from before the node
+  # commands were added is resolved again (go mod tidy only adds what the new imports need).
+  if [[ -f "${WRAPPER}/go.sum" && "$(cat "${WRAPPER}/.complete" 2>/dev/null)" == "${WRAPPER_COMMANDS}" ]]; then
     return
   fi
   step "writing wrapper module (${STAGING_VERSION} for every staging module, etcd ${ETCD_VERSION})"
@@ -75,12 +80,14 @@ import (
 	_ "go.etcd.io/etcd/server/v3"
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
   step "resolving wrapper module dependencies (go mod tidy; downloads on the first run)"
   (cd "${WRAPPER}" && go mod tidy)
-  touch "${WRAPPER}/.complete"
+  echo "${WRAPPER_COMMANDS}" > "${WRAPPER}/.complete"
 }
 
 main() {
@@ -103,7 +110,7 @@ main() {
   for b in "${missing[@]}"; do
     case "${b}" in
       etcd) pkgs+=("go.etcd.io/etcd/server/v3") ;;
-      kube-apiserver|kube-controller-manager|kube-scheduler) pkgs+=("k8s.io/kubernetes/cmd/${b}") ;;
+      kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubelet) pkgs+=("k8s.io/kubernetes/cmd/${b}") ;;
       *) echo "unknown binary ${b}" >&2; exit 2 ;;
     esac
   done

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# A local Kubernetes control plane on loopback, from the binaries hack/build-control-plane.sh
-# builds: etcd and kube-apiserver, plus kube-controller-manager with --controller-manager.
+# A local Kubernetes cluster from the binaries hack/build-control-plane.sh and
+# hack/build-node.sh build: etcd and kube-apiserver on loopback, plus kube-controller-manager
+# with --controller-manager; with --node, a real node too (containerd, kubelet, kube-proxy,
+# kube-scheduler, kube-router, the CNI bridge; hack/lib/node.sh), the API server on the node's
+# bridge address, and gate-operator's images and the test images imported into containerd.
 #
-#   hack/local-cluster.sh start [--controller-manager]   start it; prints the kubeconfig path
-#   hack/local-cluster.sh stop                           stop it and remove its state
+#   hack/local-cluster.sh start [--controller-manager | --node]   start it; prints the kubeconfig path
+#   hack/local-cluster.sh stop                                    stop it and remove its state
 #
 # State (data, certificates, logs, kubeconfig) lives in $LOCAL_CLUSTER_DIR (default
 # tmp/local-cluster). Ports: $ETCD_PORT (default 23790), $APISERVER_PORT (default 16443).
+# --node needs root; the first start builds the node's components (about 15 minutes on 2 cores).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,7 +21,11 @@ ETCD_PORT="${ETCD_PORT:-23790}"
 APISERVER_PORT="${APISERVER_PORT:-16443}"
 KUBECONFIG_FILE="${DIR}/kubeconfig"
 
-say() { printf '[local-cluster] %s\n' "$*"; }
+say() { printf '[local-cluster %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+# shellcheck source=hack/lib/node.sh
+source "${ROOT}/hack/lib/node.sh"
+PAUSE_IMAGE="localhost/gate-operator-test/pause:v1"
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -41,25 +49,53 @@ wait_ready() {
 }
 
 start() {
-  local with_kcm=false
-  [[ "${1:-}" == "--controller-manager" ]] && with_kcm=true
-  local need=(etcd kube-apiserver)
-  ${with_kcm} && need+=(kube-controller-manager)
-  local missing=()
-  for b in "${need[@]}"; do [[ -x "${BIN}/${b}" ]] || missing+=("${b}"); done
-  if [[ ${#missing[@]} -gt 0 ]]; then
-    "${ROOT}/hack/build-control-plane.sh" "${missing[@]}"
-  fi
+  local with_kcm=false with_node=false
+  case "${1:-}" in
+    --controller-manager) with_kcm=true ;;
+    --node) with_kcm=true with_node=true ;;
+    "") ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
   if [[ -f "${DIR}/kube-apiserver.pid" ]] && kill -0 "$(cat "${DIR}/kube-apiserver.pid")" 2>/dev/null; then
     say "already running; kubeconfig ${KUBECONFIG_FILE}"
     return
   fi
+  if ${with_node}; then
+    [[ "$(id -u)" == 0 ]] || { say "--node needs root (it creates a bridge, nftables rules, mounts and cgroups)"; exit 1; }
+    "${ROOT}/hack/build-node.sh"
+  else
+    local need=(etcd kube-apiserver) missing=()
+    ${with_kcm} && need+=(kube-controller-manager)
+    for b in "${need[@]}"; do [[ -x "${BIN}/${b}" ]] || missing+=("${b}"); done
+    if [[ ${#missing[@]} -gt 0 ]]; then
+      "${ROOT}/hack/build-control-plane.sh" "${missing[@]}"
+    fi
+  fi
+  # What a previous run left (a crash, a kill -9) is removed first, mounts included.
+  [[ -d "${DIR}" ]] && stop
   for p in "${ETCD_PORT}" "$((ETCD_PORT + 10))" "${APISERVER_PORT}"; do
     if port_in_use "${p}"; then say "port ${p} is in use; set ETCD_PORT / APISERVER_PORT"; exit 1; fi
   done
-  rm -rf "${DIR}" && mkdir -p "${DIR}/certs"
+  mkdir -p "${DIR}/certs"
   say "state in ${DIR}"
   (cd "${ROOT}" && go run ./hack/genkey "${DIR}/sa.key" "${DIR}/sa.pub")
+  local api_host=127.0.0.1 service_cidr=10.0.0.0/24 node_flags=() kcm_flags=()
+  if ${with_node}; then
+    node_dirs
+    mkdir -p "${NODE_DIR}"
+    node_record
+    node_network
+    (cd "${ROOT}" && go run ./hack/genkey --pki "${DIR}/pki")
+    api_host="${NODE_IP}" service_cidr="${SERVICE_CIDR}"
+    # Pods reach the API server at the bridge address; it reaches kubelets by their InternalIP
+    # with a client certificate the kubelet trusts.
+    node_flags=(--advertise-address "${NODE_IP}" --kubelet-preferred-address-types InternalIP
+      --kubelet-client-certificate "${DIR}/pki/kubelet-client.crt" --kubelet-client-key "${DIR}/pki/kubelet-client.key")
+    # In-cluster clients verify the API server with kube-root-ca.crt, which needs --root-ca-file;
+    # the node's podCIDR is allocated from the pod range.
+    kcm_flags=(--root-ca-file "${DIR}/certs/apiserver.crt" --allocate-node-cidrs --cluster-cidr "${POD_CIDR}"
+      --node-cidr-mask-size 24 --service-cluster-ip-range "${SERVICE_CIDR}")
+  fi
   local token
   token="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   echo "${token},admin,admin,system:masters" >"${DIR}/tokens.csv"
@@ -69,7 +105,7 @@ apiVersion: v1
 kind: Config
 clusters:
 - name: local
-  cluster: {server: "https://127.0.0.1:${APISERVER_PORT}", insecure-skip-tls-verify: true}
+  cluster: {server: "https://${api_host}:${APISERVER_PORT}", insecure-skip-tls-verify: true}
 users:
 - name: admin
   user: {token: "${token}"}
@@ -85,25 +121,29 @@ KUBECONFIG
     --listen-client-urls "http://127.0.0.1:${ETCD_PORT}" --advertise-client-urls "http://127.0.0.1:${ETCD_PORT}" \
     --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 10))" --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 10))" \
     --initial-cluster "default=http://127.0.0.1:$((ETCD_PORT + 10))"
-  say "starting kube-apiserver on 127.0.0.1:${APISERVER_PORT}"
+  say "starting kube-apiserver on ${api_host}:${APISERVER_PORT}"
   start_bg kube-apiserver "${BIN}/kube-apiserver" \
-    --etcd-servers "http://127.0.0.1:${ETCD_PORT}" --secure-port "${APISERVER_PORT}" --bind-address 127.0.0.1 \
+    --etcd-servers "http://127.0.0.1:${ETCD_PORT}" --secure-port "${APISERVER_PORT}" --bind-address "${api_host}" "${node_flags[@]}" \
     --cert-dir "${DIR}/certs" --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "${DIR}/sa.pub" --service-account-signing-key-file "${DIR}/sa.key" \
-    --token-auth-file "${DIR}/tokens.csv" --authorization-mode RBAC --service-cluster-ip-range 10.0.0.0/24
+    --token-auth-file "${DIR}/tokens.csv" --authorization-mode RBAC --service-cluster-ip-range "${service_cidr}"
   wait_ready
   if ${with_kcm}; then
     say "starting kube-controller-manager"
     start_bg kube-controller-manager "${BIN}/kube-controller-manager" \
       --kubeconfig "${KUBECONFIG_FILE}" --authentication-kubeconfig "${KUBECONFIG_FILE}" --authorization-kubeconfig "${KUBECONFIG_FILE}" \
       --service-account-private-key-file "${DIR}/sa.key" --use-service-account-credentials \
-      --controllers '*,-csrsigning' --leader-elect=false --secure-port 0
+      --controllers '*,-csrsigning' --leader-elect=false --secure-port 0 "${kcm_flags[@]}"
+  fi
+  if ${with_node}; then
+    node_start
   fi
   say "ready: export KUBECONFIG=${KUBECONFIG_FILE}"
 }
 
 stop() {
   local name pid
+  node_stop
   for name in kube-controller-manager kube-apiserver etcd; do
     [[ -f "${DIR}/${name}.pid" ]] || continue
     pid="$(cat "${DIR}/${name}.pid")"
@@ -119,5 +159,5 @@ stop() {
 case "${1:-}" in
   start) shift; start "$@" ;;
   stop) stop ;;
-  *) echo "usage: $0 start [--controller-manager] | stop" >&2; exit 2 ;;
+  *) echo "usage: $0 start [--controller-manager | --node] | stop" >&2; exit 2 ;;
 esac

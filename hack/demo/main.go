@@ -1,8 +1,10 @@
-// Command demo is `make demo`: gate-operator end to end on a local control plane. It builds
-// what is missing, starts etcd, kube-apiserver and kube-controller-manager, installs the CRDs,
-// runs the manager, applies the samples, starts a fake Managed Agents API with a session that
-// pauses on four calls, runs the confirmer as the SessionConfirmer's Deployment would, prints
-// what happened, and removes everything it started, also on Ctrl-C.
+// Command demo is `make demo`: gate-operator where users run it. It starts the local cluster
+// with a real node (building what is missing), installs gate-operator with its own Helm chart
+// from the images `make images` builds, runs the fake Managed Agents API in a pod, applies the
+// samples, and shows the manager and two confirmer replicas Running, the confirmer answering
+// the fake session through the in-cluster Service, a governed sandbox pod whose hook blocks and
+// allows calls, and that pod's egress on real packets. It removes everything it started at the
+// end and on Ctrl-C.
 package main
 
 import (
@@ -18,12 +20,12 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
@@ -46,7 +48,7 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 	}
-	fmt.Printf("\n(demo took %s; every process it started is stopped and its state removed)\n", time.Since(start).Round(time.Second))
+	fmt.Printf("\n(demo took %s; the cluster, its node and everything they started are removed)\n", time.Since(start).Round(time.Second))
 	if err != nil {
 		os.Exit(1)
 	}
@@ -62,30 +64,23 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer env.Stop()
-
-	// api.anthropic.com and github.com resolve to documentation addresses through a local
-	// stand-in: the machine has no DNS of its own to offer.
-	nameserver, err := env.StartDNS(map[string]string{"api.anthropic.com": "192.0.2.10", "github.com": "192.0.2.20"})
-	if err != nil {
+	if err := env.InstallChart(ctx); err != nil {
 		return err
 	}
-	env.Step("starting the manager")
-	if err := env.StartManager("--nameserver=" + nameserver); err != nil {
+	if err := env.DeployFakes(ctx, apiKey); err != nil {
 		return err
 	}
-
-	env.Step("starting the fake Managed Agents API with session %s, paused on four calls", session)
-	fake := anthropictest.New(apiKey)
-	defer fake.Close()
-	fake.AddSession(session, agentID,
+	env.Step("scripting session %s on the fake: it pauses on four calls", session)
+	if _, err := env.FakeSession(ctx, session, agentID,
 		anthropictest.ToolUse{Name: "read", Input: map[string]any{"file_path": "/workspace/README.md"}, Permission: "ask", Evaluation: map[string]any{"type": "always_ask"}},
 		anthropictest.ToolUse{Name: "bash", Input: map[string]any{"command": "rm -rf / --no-preserve-root"}, Permission: "ask", Evaluation: map[string]any{"type": "always_ask"}},
 		anthropictest.ToolUse{Name: "web_fetch", Input: map[string]any{"url": "https://docs.example.org/setup"}, Permission: "ask", Evaluation: map[string]any{"type": "always_ask"}},
 		anthropictest.ToolUse{Type: "agent.mcp_tool_use", MCPServer: "deploy", Name: "release", Input: map[string]any{"service": "api", "environment": "production"}, Permission: "ask", Evaluation: map[string]any{"type": "always_ask"}},
-	)
-
+	); err != nil {
+		return err
+	}
 	env.Step("applying the samples to namespace %s", ns)
-	if err := env.ApplySamples(ctx, localenv.Samples{Namespace: ns, APIKey: apiKey, WebhookKey: whSecret, BaseURL: fake.URL, AgentID: agentID, PollInterval: 2 * time.Second}); err != nil {
+	if err := env.ApplySamples(ctx, localenv.Samples{Namespace: ns, APIKey: apiKey, WebhookKey: whSecret, BaseURL: localenv.FakeBaseURL, AgentID: agentID, PollInterval: 2 * time.Second}); err != nil {
 		return err
 	}
 	policy := &gatev1.HarnessAgentPolicy{}
@@ -95,23 +90,36 @@ func run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("the policy did not become Ready: %w\n%s", err, conditions(policy.Status.Conditions))
 	}
-
-	env.Step("running the confirmer as the SessionConfirmer's Deployment would")
-	conf, err := env.RunConfirmer(ctx, ns, "coding-agents")
+	env.Step("waiting for the SessionConfirmer's Deployment: two replicas Available, one leading")
+	if _, err := env.Kubectl(ctx, "", "-n", ns, "rollout", "status", "deployment/coding-agents-confirmer", "--timeout=120s"); err != nil {
+		return err
+	}
+	if err := localenv.Wait(ctx, 60*time.Second, func() (bool, error) {
+		got, err := env.FakeConfirmations(ctx, session)
+		return err == nil && len(got) >= 3, nil
+	}); err != nil {
+		logs, _ := env.Kubectl(ctx, "", "-n", ns, "logs", "deployment/coding-agents-confirmer", "--tail=20")
+		return fmt.Errorf("the confirmer did not answer: %w\n%s", err, logs)
+	}
+	env.Step("creating the sandbox pod of docs/examples/sandbox-pod.yaml (agent image: the testbed)")
+	pod, err := env.ApplySandbox(ctx, ns)
 	if err != nil {
 		return err
 	}
-	if err := localenv.Wait(ctx, 60*time.Second, func() (bool, error) { return len(fake.Confirmations(session)) >= 3, nil }); err != nil {
-		return fmt.Errorf("the confirmer did not answer: %w\n%s", err, env.Log("confirmer-coding-agents"))
-	}
-	return report(ctx, env, fake, conf)
+	return report(ctx, env, pod)
 }
 
-func report(ctx context.Context, env *localenv.Env, fake *anthropictest.Server, conf *localenv.Confirmer) error {
-	fmt.Printf("\nThe confirmer ran at http://%s (gate HTTP API, /readyz, /metrics).\n", conf.Addr)
+func report(ctx context.Context, env *localenv.Env, sandbox string) error {
 	c := env.Client
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 	section := func(title string) { fmt.Fprintf(w, "\n--- %s\n", title) }
+
+	section("pods")
+	pods, err := env.Kubectl(ctx, "", "get", "pods", "-A", "-o", "wide")
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(w, indent(pods))
 
 	policy := &gatev1.HarnessAgentPolicy{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coding-agents"}, policy); err != nil {
@@ -119,29 +127,17 @@ func report(ctx context.Context, env *localenv.Env, fake *anthropictest.Server, 
 	}
 	section("HarnessAgentPolicy agents/coding-agents")
 	fmt.Fprint(w, conditions(policy.Status.Conditions))
-
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: policy.Status.BootstrapConfigMap}, cm); err != nil {
 		return err
 	}
-	section("bootstrap ConfigMap " + cm.Name)
 	keys := make([]string, 0, len(cm.Data))
 	for k := range cm.Data {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(w, "  %s\t%d bytes\n", k, len(cm.Data[k]))
-	}
-	fmt.Fprintf(w, "  bootstrap hash\t%s\n  snapshot digest\t%s\n", cm.Data["bootstrap-hash"], policy.Status.SnapshotDigest)
-
-	np := &networkingv1.NetworkPolicy{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: policy.Status.NetworkPolicy}, np); err != nil {
-		return err
-	}
-	section("egress NetworkPolicy " + np.Name)
-	spec, _ := yaml.Marshal(np.Spec)
-	fmt.Fprint(w, indent(string(spec)))
+	fmt.Fprintf(w, "  bootstrap ConfigMap %s:\t%s\n", cm.Name, strings.Join(keys, ", "))
+	fmt.Fprintf(w, "  snapshot digest\t%s\n", policy.Status.SnapshotDigest)
 
 	d := &appsv1.Deployment{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coding-agents-confirmer"}, d); err != nil {
@@ -153,51 +149,101 @@ func report(ctx context.Context, env *localenv.Env, fake *anthropictest.Server, 
 	}
 	section("SessionConfirmer agents/coding-agents and its Deployment " + d.Name)
 	fmt.Fprint(w, conditions(sc.Status.Conditions))
-	ctr := d.Spec.Template.Spec.Containers[0]
-	fmt.Fprintf(w, "  replicas\t%d (the local control plane has no nodes, so no pod runs; the confirmer runs below as a local process with these arguments)\n", *d.Spec.Replicas)
-	fmt.Fprintf(w, "  image\t%s\n  service\t%s\n", ctr.Image, sc.Status.ServiceURL)
-	for _, a := range ctr.Args {
-		fmt.Fprintf(w, "  \t%s\n", a)
+	fmt.Fprintf(w, "  replicas\t%d desired, %d available\n  service\t%s\n", *d.Spec.Replicas, d.Status.AvailableReplicas, sc.Status.ServiceURL)
+	if holder, err := leaseHolder(ctx, c, ns, d.Name); err == nil {
+		fmt.Fprintf(w, "  leader\t%s (Lease %s/%s)\n", holder, ns, d.Name)
 	}
 
-	section("decisions on session " + session + " (from the confirmer's audit log and the fake API)")
-	answers := map[string]string{}
-	for _, e := range fake.Confirmations(session) {
+	section("decisions on session " + session + " (the fake API's record, answered by the confirmer pods)")
+	confirmations, err := env.FakeConfirmations(ctx, session)
+	if err != nil {
+		return err
+	}
+	for _, e := range confirmations {
 		a := fmt.Sprint(e["result"])
 		if m, ok := e["deny_message"].(string); ok {
 			a += ": " + m
 		}
-		answers[e["tool_use_id"].(string)] = a
+		fmt.Fprintf(w, "  %s\t-> %s\n", e["tool_use_id"], a)
 	}
-	for _, e := range fake.Events(session) {
-		if e["type"] != "agent.tool_use" && e["type"] != "agent.mcp_tool_use" {
-			continue
-		}
-		name := fmt.Sprint(e["name"])
-		if s, ok := e["mcp_server_name"]; ok {
-			name = fmt.Sprintf("mcp__%s__%s", s, name)
-		}
-		answer, ok := answers[e["id"].(string)]
-		if !ok {
-			answer = "held for a human (denied after the 15m deadline unless someone approves it)"
-		}
-		input, _ := json.Marshal(e["input"])
-		fmt.Fprintf(w, "  %s\t%s\n  \t-> %s\n", name, input, answer)
-	}
-	fmt.Fprintln(w, "  audit lines:")
-	for _, line := range strings.Split(env.Log("confirmer-coding-agents"), "\n") {
+	fmt.Fprintf(w, "  (%d of 4 answered; the web fetch is held for a human and denied at its 15m deadline unless someone approves it)\n", len(confirmations))
+	logs, _ := env.Kubectl(ctx, "", "-n", ns, "logs", "deployment/coding-agents-confirmer", "--all-containers")
+	fmt.Fprintln(w, "  audit lines of the leader:")
+	for _, line := range strings.Split(logs, "\n") {
 		if strings.Contains(line, `"msg":"decision"`) {
 			fmt.Fprintf(w, "  %s\n", line)
 		}
 	}
 
+	section("hook verdicts inside sandbox pod " + ns + "/" + sandbox + " (kubectl exec, through /opt/intutic/hooks/gate-hook.sh)")
+	for _, call := range []struct{ tool, input string }{
+		{"Bash", `{"command":"rm -rf / --no-preserve-root"}`},
+		{"Write", `{"file_path":"/etc/passwd","content":"x"}`},
+		{"Read", `{"file_path":"/workspace/README.md"}`},
+	} {
+		payload := fmt.Sprintf(`{"session_id":"demo","transcript_path":"/tmp/t.jsonl","cwd":"/workspace","hook_event_name":"PreToolUse","tool_name":%q,"tool_input":%s}`, call.tool, call.input)
+		out, code, err := env.Exec(ctx, ns, sandbox, "agent", payload, "/usr/bin/env", "-i", "/bin/sh", "/opt/intutic/hooks/gate-hook.sh")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  %s %s\t-> exit %d %s\n", call.tool, call.input, code, verdict(out, code))
+	}
+
+	section("egress of the sandbox pod on real packets (NetworkPolicy " + policy.Status.NetworkPolicy + ", enforced by kube-router)")
+	dests := []struct{ label, addr string }{
+		{"api.anthropic.com:443 (allowedHosts, port 443)", "api.anthropic.com:443"},
+		{"github.com:443 (allowedHosts)", "github.com:443"},
+		{"api.anthropic.com:80 (allowed host, other port)", "api.anthropic.com:80"},
+		{"unlisted.example.org:443 (not listed)", "unlisted.example.org:443"},
+		{"Kubernetes API Service " + localenv.KubernetesService, localenv.KubernetesService},
+		{"fake Managed Agents API Service", "managed-agents.fakes.svc.cluster.local:80"},
+	}
+	addrs := make([]string, len(dests))
+	for i, d := range dests {
+		addrs[i] = d.addr
+	}
+	res, err := env.Probe(ctx, ns, sandbox, "agent", addrs...)
+	if err != nil {
+		return err
+	}
+	for _, d := range dests {
+		fmt.Fprintf(w, "  %s\t%s\n", d.label, res[d.addr])
+	}
+
 	section("where to look next")
-	fmt.Fprintf(w, "  kubectl explain harnessagentpolicy.spec          the policy API\n")
-	fmt.Fprintf(w, "  config/samples/                                  the two samples applied here\n")
-	fmt.Fprintf(w, "  hack/local-cluster.sh start                      a control plane of your own to try kubectl on\n")
-	fmt.Fprintf(w, "  go test ./test/e2e/                              this flow, with assertions\n")
-	fmt.Fprintf(w, "  README.md, docs/gitops.md, docs/argocd.md        install, GitOps and Argo CD health\n")
+	fmt.Fprintf(w, "  hack/local-cluster.sh start --node; helm install   the same cluster by hand (README: \"Try it on the local cluster\")\n")
+	fmt.Fprintf(w, "  kubectl explain harnessagentpolicy.spec           the policy API\n")
+	fmt.Fprintf(w, "  go test ./test/e2e/                               this flow, with assertions\n")
+	fmt.Fprintf(w, "  README.md, docs/sandbox-integration.md            install and sandbox pods\n")
 	return w.Flush()
+}
+
+// verdict reads the hook's answer: a deny prints its reason, an allow prints nothing.
+func verdict(out string, code int) string {
+	var v struct {
+		HookSpecificOutput struct {
+			PermissionDecision       string `json:"permissionDecision"`
+			PermissionDecisionReason string `json:"permissionDecisionReason"`
+		} `json:"hookSpecificOutput"`
+	}
+	if json.Unmarshal([]byte(out), &v) == nil && v.HookSpecificOutput.PermissionDecision != "" {
+		return v.HookSpecificOutput.PermissionDecision + ": " + v.HookSpecificOutput.PermissionDecisionReason
+	}
+	if code == 0 {
+		return "allow"
+	}
+	return strings.TrimSpace(out)
+}
+
+func leaseHolder(ctx context.Context, c client.Client, namespace, name string) (string, error) {
+	lease := &coordinationv1.Lease{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, lease); err != nil {
+		return "", err
+	}
+	if lease.Spec.HolderIdentity == nil {
+		return "", fmt.Errorf("lease %s/%s has no holder", namespace, name)
+	}
+	return *lease.Spec.HolderIdentity, nil
 }
 
 func conditions(cs []metav1.Condition) string {

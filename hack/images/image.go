@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -27,10 +28,15 @@ const (
 )
 
 // imageSpec is one image: its binaries sit at /<name>, the first is the entrypoint (the
-// Deployments set only args; the sandbox init container runs /gate-hook as its command).
+// Deployments set only args; the sandbox init container runs /gate-hook as its command),
+// unless entrypoint says otherwise.
 type imageSpec struct {
-	name, ref string
-	binaries  []string
+	name, ref  string
+	binaries   []string
+	entrypoint []string // default: /<binaries[0]>
+	cmd        []string
+	extra      []file // more files, after the binaries
+	comment    string // the layer's history comment
 }
 
 func imageSpecs(src *source) []imageSpec {
@@ -46,6 +52,7 @@ type file struct {
 	mode     int64
 	uid, gid int
 	data     []byte
+	link     string // the target of a symbolic link; data is empty
 }
 
 // rootFiles are the files every image carries besides its binaries: a passwd and group naming
@@ -79,6 +86,7 @@ func writeImage(spec imageSpec, src *source, arch string, ca []byte, binDir, pat
 		}
 		files = append(files, file{path: b, mode: 0o755, data: data})
 	}
+	files = append(files, spec.extra...)
 	layerBlob, err := gzipTar(files, src.epoch)
 	if err != nil {
 		return "", err
@@ -92,7 +100,7 @@ func writeImage(spec imageSpec, src *source, arch string, ca []byte, binDir, pat
 	created := v1.Time{Time: src.epoch}
 	img, err := mutate.Append(empty.Image, mutate.Addendum{
 		Layer:   layer,
-		History: v1.History{Created: created, CreatedBy: "go run ./hack/images", Comment: "static binaries, passwd, group, CA certificates"},
+		History: v1.History{Created: created, CreatedBy: "go run ./hack/images", Comment: cmp.Or(spec.comment, "static binaries, passwd, group, CA certificates")},
 	})
 	if err != nil {
 		return "", err
@@ -101,11 +109,16 @@ func writeImage(spec imageSpec, src *source, arch string, ca []byte, binDir, pat
 	if err != nil {
 		return "", err
 	}
+	entrypoint := spec.entrypoint
+	if entrypoint == nil {
+		entrypoint = []string{"/" + spec.binaries[0]}
+	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture, cf.Created = "linux", arch, created
 	cf.Config = v1.Config{
 		User:       fmt.Sprintf("%d:%d", nonroot, nonroot),
-		Entrypoint: []string{"/" + spec.binaries[0]},
+		Entrypoint: entrypoint,
+		Cmd:        spec.cmd,
 		WorkingDir: "/",
 		Labels: map[string]string{
 			"org.opencontainers.image.title":    spec.name,
@@ -159,8 +172,11 @@ func gzipTar(files []file, mtime time.Time) ([]byte, error) {
 			Size:     int64(len(f.data)),
 			Format:   tar.FormatUSTAR,
 		}
-		if f.path[len(f.path)-1] == '/' {
+		switch {
+		case f.path[len(f.path)-1] == '/':
 			h.Typeflag, h.Size = tar.TypeDir, 0
+		case f.link != "":
+			h.Typeflag, h.Linkname, h.Size = tar.TypeSymlink, f.link, 0
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return nil, fmt.Errorf("%s: %w", f.path, err)

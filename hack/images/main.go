@@ -20,6 +20,8 @@ func main() {
 	flag.StringVar(&o.out, "out", o.out, "directory the image tarballs are written to")
 	flag.StringVar(&o.arch, "arch", runtime.GOARCH, "GOARCH of the binaries and the images (the OS is linux)")
 	flag.StringVar(&o.caCerts, "ca-certs", defaultCACerts, "CA bundle copied into the images as "+caCertsPath)
+	flag.StringVar(&o.testOut, "test-images", "", "also write the local node's test images (pause, testbed) into this directory")
+	flag.StringVar(&o.busybox, "busybox", "bin/node/busybox", "static busybox for the testbed image (with -test-images)")
 	flag.StringVar(&o.bin, "bin", "", "directory of prebuilt manager, confirmer and gate-hook binaries (static, linux/<arch>); empty builds them")
 	flag.Parse()
 	if err := run(o, os.Stdout, os.Stderr); err != nil {
@@ -30,6 +32,7 @@ func main() {
 
 type options struct {
 	root, out, arch, caCerts string
+	testOut, busybox         string // -test-images: where to write them, and the busybox they carry
 	bin                      string // prebuilt binaries, or "" to build them
 }
 
@@ -66,6 +69,14 @@ func run(o options, stdout, progress io.Writer) error {
 			return fmt.Errorf("image %s: %w", spec.name, err)
 		}
 		fmt.Fprintf(stdout, "%s %s\n", spec.ref, digest)
+	}
+	if o.testOut != "" {
+		if err := os.MkdirAll(o.testOut, 0o755); err != nil {
+			return err
+		}
+		t := o
+		t.out = o.testOut
+		return writeTestImages(t, src, ca, stdout, progress)
 	}
 	return nil
 }

@@ -1,11 +1,12 @@
-// Package localenv runs gate-operator on the local control plane for the demo and the e2e
-// test: etcd, kube-apiserver and kube-controller-manager (hack/local-cluster.sh), the CRDs,
-// the manager as a process, a DNS stand-in for the allowed hosts, and the confirmer as a
-// local process configured from the Deployment the SessionConfirmer controller wrote (the
-// local control plane has no kubelet, so the Deployment's pods never run).
+// Package localenv runs gate-operator where users run it, for the demo and the e2e test: the
+// local cluster with a real node (hack/local-cluster.sh start --node: containerd, kubelet,
+// kube-proxy, kube-router, a DNS stand-in and the "outside" hosts), gate-operator installed
+// by its own Helm chart from the images `make images` builds, the fake Managed Agents API in a
+// pod, and sandbox pods from docs/examples. No local process stands in for a pod.
 package localenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,22 +15,35 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
-	"github.com/miekg/dns"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 )
 
-// Env is a running local environment. Stop removes everything it started.
+// The local node's fixed addresses (hack/lib/node.sh): every one of them lives on a bridge or
+// in a network namespace the cluster script creates, inside 198.18.0.0/15.
+const (
+	// TestbedImage is the local test image: busybox, the fakes, the DNS stand-in and the probe.
+	TestbedImage = "localhost/gate-operator-test/testbed:v1"
+	// OperatorNamespace is where the chart is installed.
+	OperatorNamespace = "gate-system"
+	// ServiceCIDR and PodCIDR are the local cluster's ranges.
+	ServiceCIDR = "198.18.16.0/24"
+	PodCIDR     = "198.18.0.0/24"
+	// KubernetesService is the kubernetes Service's ClusterIP and port.
+	KubernetesService = "198.18.16.1:443"
+	// ClusterDNS is the kube-dns Service's ClusterIP.
+	ClusterDNS = "198.18.16.10"
+)
+
+// Env is a running local cluster with a node. Stop removes everything it started.
 type Env struct {
 	Root       string // repository root
 	Dir        string // scratch state, removed by Stop
@@ -38,9 +52,6 @@ type Env struct {
 	Out        io.Writer // progress lines
 
 	clusterEnv []string
-	mu         sync.Mutex
-	procs      []*exec.Cmd
-	stops      []func()
 }
 
 // Step prints a progress line.
@@ -48,7 +59,9 @@ func (e *Env) Step(format string, args ...any) {
 	fmt.Fprintf(e.Out, "==> "+format+"\n", args...)
 }
 
-// Start builds what is missing and starts the control plane with kube-controller-manager.
+// Start builds what is missing (the first build of the node takes about 15 minutes on 2 cores)
+// and starts the local cluster with its node. The cluster's state lives under a fresh
+// directory; only one node can run on a machine at a time (its bridge and addresses are fixed).
 func Start(ctx context.Context, root string, out io.Writer) (*Env, error) {
 	dir, err := os.MkdirTemp("", "gate-operator-local-")
 	if err != nil {
@@ -61,16 +74,6 @@ func Start(ctx context.Context, root string, out io.Writer) (*Env, error) {
 			e.Stop()
 		}
 	}()
-	e.Step("building the control plane if missing (a first build takes about 5 minutes)")
-	if err := e.run(ctx, "hack/build-control-plane.sh", "kube-apiserver", "kube-controller-manager", "etcd"); err != nil {
-		return nil, err
-	}
-	e.Step("building bin/manager and bin/confirmer")
-	for _, b := range []string{"manager", "confirmer"} {
-		if err := e.run(ctx, "go", "build", "-o", filepath.Join(root, "bin", b), "./cmd/"+b); err != nil {
-			return nil, err
-		}
-	}
 	etcd, err := freePort()
 	if err != nil {
 		return nil, err
@@ -80,12 +83,13 @@ func Start(ctx context.Context, root string, out io.Writer) (*Env, error) {
 		return nil, err
 	}
 	e.clusterEnv = []string{"LOCAL_CLUSTER_DIR=" + filepath.Join(dir, "cluster"), fmt.Sprintf("ETCD_PORT=%d", etcd), fmt.Sprintf("APISERVER_PORT=%d", api)}
-	e.Step("starting etcd, kube-apiserver and kube-controller-manager on loopback")
-	if err := e.run(ctx, "hack/local-cluster.sh", "start", "--controller-manager"); err != nil {
+	e.Step("starting the local cluster with a node (hack/local-cluster.sh start --node; builds what is missing)")
+	if err := e.run(ctx, "hack/local-cluster.sh", "start", "--node"); err != nil {
 		return nil, err
 	}
-	e.stops = append(e.stops, func() { _ = e.run(context.Background(), "hack/local-cluster.sh", "stop") })
 	e.Kubeconfig = filepath.Join(dir, "cluster", "kubeconfig")
+	// The demo and the e2e test print their own progress; the client's logs would be noise.
+	ctrllog.SetLogger(logr.Discard())
 	cfg, err := clientcmd.BuildConfigFromFlags("", e.Kubeconfig)
 	if err != nil {
 		return nil, err
@@ -93,17 +97,26 @@ func Start(ctx context.Context, root string, out io.Writer) (*Env, error) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = gatev1.AddToScheme(scheme)
-	_ = apiextensionsv1.AddToScheme(scheme)
 	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		return nil, err
-	}
-	e.Step("installing the CRDs")
-	if err := e.installCRDs(ctx); err != nil {
 		return nil, err
 	}
 	ok = true
 	return e, nil
 }
+
+// Stop stops the cluster and its node (hack/local-cluster.sh stop removes every process,
+// mount, network namespace, rule and cgroup they created) and removes Dir.
+func (e *Env) Stop() {
+	if e.clusterEnv != nil {
+		if err := e.run(context.Background(), "hack/local-cluster.sh", "stop"); err != nil {
+			fmt.Fprintln(e.Out, "stopping the local cluster:", err)
+		}
+	}
+	_ = os.RemoveAll(e.Dir)
+}
+
+// ClusterDir is the cluster script's state directory (PIDs, logs).
+func (e *Env) ClusterDir() string { return filepath.Join(e.Dir, "cluster") }
 
 func (e *Env) run(ctx context.Context, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -116,124 +129,35 @@ func (e *Env) run(ctx context.Context, name string, args ...string) error {
 	return nil
 }
 
-func (e *Env) installCRDs(ctx context.Context) error {
-	paths, err := filepath.Glob(filepath.Join(e.Root, "config", "crd", "bases", "*.yaml"))
+// Kubectl runs kubectl against the cluster with stdin and returns its standard output.
+func (e *Env) Kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", e.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
 	if err != nil {
-		return err
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		err = yaml.NewYAMLOrJSONDecoder(f, 4096).Decode(crd)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		if err := e.Client.Create(ctx, crd); err != nil {
-			return err
-		}
-	}
-	return Wait(ctx, 30*time.Second, func() (bool, error) {
-		var list gatev1.HarnessAgentPolicyList
-		return e.Client.List(ctx, &list) == nil, nil
-	})
+	return stdout.String(), nil
 }
 
-// Process starts a long-running process whose output goes to Dir/<name>.log.
-func (e *Env) Process(name, bin string, args ...string) (*exec.Cmd, error) {
-	logf, err := os.Create(filepath.Join(e.Dir, name+".log"))
-	if err != nil {
-		return nil, err
+// InstallChart installs charts/gate-operator as a user would, into OperatorNamespace, with the
+// local cluster's ranges as the only values (a user sets them for their own cluster), and
+// waits until the manager is Available.
+func (e *Env) InstallChart(ctx context.Context) error {
+	e.Step("installing gate-operator with its Helm chart (helm install, the local images)")
+	helm := filepath.Join(e.Root, "bin", "helm")
+	cmd := exec.CommandContext(ctx, helm, "install", "gate-operator", filepath.Join(e.Root, "charts", "gate-operator"),
+		"--kubeconfig", e.Kubeconfig, "--namespace", OperatorNamespace, "--create-namespace", "--wait", "--timeout", "3m",
+		"--set-json", fmt.Sprintf(`manager.extraArgs=["--service-cidrs=%s","--pod-cidrs=%s"]`, ServiceCIDR, PodCIDR))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		logs, _ := e.Kubectl(ctx, "", "-n", OperatorNamespace, "logs", "deploy/gate-operator", "--tail=30")
+		return fmt.Errorf("helm install: %w\n%s\nmanager log:\n%s", err, out.String(), logs)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = e.Root
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, err
-	}
-	e.mu.Lock()
-	e.procs = append(e.procs, cmd)
-	e.mu.Unlock()
-	return cmd, nil
-}
-
-// Log returns the output of a process started by Process.
-func (e *Env) Log(name string) string {
-	b, _ := os.ReadFile(filepath.Join(e.Dir, name+".log"))
-	return string(b)
-}
-
-// StartManager runs bin/manager against the local control plane.
-func (e *Env) StartManager(args ...string) error {
-	metrics, err := freePort()
-	if err != nil {
-		return err
-	}
-	probes, err := freePort()
-	if err != nil {
-		return err
-	}
-	base := []string{"--kubeconfig", e.Kubeconfig, fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes)}
-	_, err = e.Process("manager", filepath.Join(e.Root, "bin", "manager"), append(base, args...)...)
-	return err
-}
-
-// StartDNS serves A records for the given hosts on a loopback UDP port and returns host:port.
-func (e *Env) StartDNS(records map[string]string) (string, error) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	mux := dns.NewServeMux()
-	mux.HandleFunc(".", func(w dns.ResponseWriter, req *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(req)
-		q := req.Question[0]
-		ip, ok := records[strings.TrimSuffix(q.Name, ".")]
-		switch {
-		case !ok:
-			m.Rcode = dns.RcodeNameError
-		case q.Qtype == dns.TypeA:
-			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300}, A: net.ParseIP(ip)})
-		}
-		_ = w.WriteMsg(m)
-	})
-	srv := &dns.Server{PacketConn: pc, Handler: mux}
-	go func() { _ = srv.ActivateAndServe() }()
-	e.stops = append(e.stops, func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String(), nil
-}
-
-// Stop ends every process, the control plane and the DNS stand-in, and removes Dir.
-func (e *Env) Stop() {
-	e.mu.Lock()
-	procs := e.procs
-	e.procs = nil
-	e.mu.Unlock()
-	for i := len(procs) - 1; i >= 0; i-- {
-		p := procs[i]
-		if p.Process == nil {
-			continue
-		}
-		_ = p.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = p.Process.Kill()
-			<-done
-		}
-	}
-	for i := len(e.stops) - 1; i >= 0; i-- {
-		e.stops[i]()
-	}
-	e.stops = nil
-	_ = os.RemoveAll(e.Dir)
+	return nil
 }
 
 // Wait polls cond every 200 ms until it is true, it errors, or timeout passes.

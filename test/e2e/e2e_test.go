@@ -1,21 +1,31 @@
-// Package e2e runs the demo's flow on the local control plane, with kube-controller-manager,
-// and asserts what a user would notice.
+// Package e2e runs gate-operator where users run it, on the local cluster with a real node:
+// installed by its Helm chart from the local images, the confirmer Deployment's pods answering
+// the fake Managed Agents API (itself a pod) through the in-cluster Service, a sandbox pod
+// governed by the bootstrap ConfigMap and its egress NetworkPolicy, and everything removed
+// afterwards. It needs root (the node creates a bridge, mounts, nftables rules and cgroups).
 package e2e
 
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
@@ -33,44 +43,58 @@ func (w logWriter) Write(p []byte) (int, error) {
 }
 
 func TestEndToEnd(t *testing.T) {
-	ctx := testutil.Context(t, 10*time.Minute)
+	if os.Geteuid() != 0 {
+		t.Fatal("the e2e test runs a real node and needs root (CI runs as root)")
+	}
+	ctx := testutil.Context(t, 20*time.Minute)
 	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	ipForward, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
+	must(t, err)
 	env, err := localenv.Start(ctx, root, logWriter{t})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer env.Stop()
-	dnsAddr, err := env.StartDNS(map[string]string{"api.anthropic.com": "192.0.2.10", "github.com": "192.0.2.20"})
-	if err != nil {
-		t.Fatal(err)
+	pids := clusterPIDs(t, env.ClusterDir())
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			env.Stop()
+		}
 	}
-	if err := env.StartManager("--nameserver=" + dnsAddr); err != nil {
-		t.Fatal(err)
-	}
+	defer stop()
+
+	must(t, env.InstallChart(ctx))
 	const key = "sk-ant-e2e"
-	fake := anthropictest.New(key)
-	defer fake.Close()
-	ids := fake.AddSession("sesn_e2e", "agent_e2e",
+	must(t, env.DeployFakes(ctx, key))
+	ids, err := env.FakeSession(ctx, "sesn_e2e", "agent_e2e",
 		anthropictest.ToolUse{Name: "bash", Input: map[string]any{"command": "rm -rf /"}, Permission: "ask"},
 		anthropictest.ToolUse{Name: "read", Input: map[string]any{"file_path": "README.md"}, Permission: "ask"},
 	)
+	must(t, err)
 
 	c := env.Client
-	must(t, env.ApplySamples(ctx, localenv.Samples{Namespace: ns, APIKey: key, WebhookKey: "whsec_ZTJlIHdlYmhvb2sga2V5", BaseURL: fake.URL, AgentID: "agent_e2e"}))
+	must(t, env.ApplySamples(ctx, localenv.Samples{Namespace: ns, APIKey: key, WebhookKey: "whsec_ZTJlIHdlYmhvb2sga2V5", BaseURL: localenv.FakeBaseURL, AgentID: "agent_e2e", PollInterval: 2 * time.Second}))
 	policy := &gatev1.HarnessAgentPolicy{}
-
-	key2 := types.NamespacedName{Namespace: ns, Name: "coding-agents"}
+	policyKey := types.NamespacedName{Namespace: ns, Name: "coding-agents"}
 	wait(t, "the policy is Ready", func() bool {
-		return c.Get(ctx, key2, policy) == nil && meta.IsStatusConditionTrue(policy.Status.Conditions, gatev1.ConditionReady)
+		return c.Get(ctx, policyKey, policy) == nil && meta.IsStatusConditionTrue(policy.Status.Conditions, gatev1.ConditionReady)
 	})
-	conf, err := env.RunConfirmer(ctx, ns, "coding-agents")
-	if err != nil {
-		t.Fatal(err)
-	}
 
-	// The blocked call's deny_message reaches the API; the allowed one is allowed.
-	wait(t, "both calls are confirmed", func() bool { return len(fake.Confirmations("sesn_e2e")) == 2 })
-	for _, e := range fake.Confirmations("sesn_e2e") {
+	// The SessionConfirmer's Deployment runs: two real pods, Available.
+	d := &appsv1.Deployment{}
+	wait(t, "the confirmer Deployment has 2 available replicas", func() bool {
+		return c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coding-agents-confirmer"}, d) == nil && d.Status.AvailableReplicas == 2
+	})
+
+	// The blocked call's deny_message reaches the fake through the in-cluster Service; the
+	// allowed one is allowed.
+	var confirmations []map[string]any
+	wait(t, "both calls are confirmed", func() bool {
+		confirmations, err = env.FakeConfirmations(ctx, "sesn_e2e")
+		return err == nil && len(confirmations) == 2
+	})
+	for _, e := range confirmations {
 		switch e["tool_use_id"] {
 		case ids[0]:
 			if e["result"] != "deny" || e["deny_message"] != "[Intutic Governance] BLOCKED: destructive command on the root filesystem" {
@@ -83,22 +107,63 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
-	// A policy edit reaches the running confirmer as a new snapshot digest.
+	// A sandbox pod from docs/examples: its hook blocks and allows inside the pod, and its
+	// egress is what the NetworkPolicy says, on real packets.
+	sandbox, err := env.ApplySandbox(ctx, ns)
+	must(t, err)
+	hook := func(tool, input string) (string, int) {
+		payload := fmt.Sprintf(`{"session_id":"e2e","transcript_path":"/tmp/t.jsonl","cwd":"/workspace","hook_event_name":"PreToolUse","tool_name":%q,"tool_input":%s}`, tool, input)
+		out, code, err := env.Exec(ctx, ns, sandbox, "agent", payload, "/usr/bin/env", "-i", "/bin/sh", "/opt/intutic/hooks/gate-hook.sh")
+		must(t, err)
+		return out, code
+	}
+	if out, code := hook("Bash", `{"command":"rm -rf /"}`); code != 2 || !strings.Contains(out, `"permissionDecision":"deny"`) {
+		t.Errorf("a blocked Bash in the sandbox pod: exit %d, %s", code, out)
+	}
+	if out, code := hook("Read", `{"file_path":"/workspace/README.md"}`); code != 0 {
+		t.Errorf("an allowed Read in the sandbox pod: exit %d, %s", code, out)
+	}
+	probe, err := env.Probe(ctx, ns, sandbox, "agent", "api.anthropic.com:443", "api.anthropic.com:80", "unlisted.example.org:443", localenv.KubernetesService)
+	must(t, err)
+	want := map[string]string{"api.anthropic.com:443": "open", "api.anthropic.com:80": "blocked", "unlisted.example.org:443": "blocked", localenv.KubernetesService: "blocked"}
+	for dst, state := range want {
+		t.Logf("egress of %s to %s: %s", sandbox, dst, probe[dst])
+		if probe[dst] != state {
+			t.Errorf("egress of the sandbox pod to %s: %s, want %s", dst, probe[dst], state)
+		}
+	}
+
+	// A policy edit reaches the running confirmer pods through kubelet's ConfigMap update:
+	// every pod's /readyz reports the new snapshot digest, without a restart.
 	before := policy.Status.SnapshotDigest
-	if readyDigest(t, conf.Addr) != before {
-		t.Fatalf("the confirmer does not report the policy's digest %s", before)
+	for _, ip := range podIPs(t, c, d) {
+		if got := readyDigest(ip); got != before {
+			t.Fatalf("confirmer pod %s reports digest %q, want the policy's %s", ip, got, before)
+		}
 	}
 	policy.Spec.Rules[0].Reason = "no deleting the root filesystem"
 	must(t, c.Update(ctx, policy))
 	var after string
 	wait(t, "the policy publishes a new snapshot", func() bool {
-		if c.Get(ctx, key2, policy) != nil {
+		if c.Get(ctx, policyKey, policy) != nil {
 			return false
 		}
 		after = policy.Status.SnapshotDigest
 		return after != before && policy.Status.ObservedGeneration == policy.Generation
 	})
-	wait(t, "the confirmer reloads it", func() bool { return readyDigest(t, conf.Addr) == after })
+	start := time.Now()
+	for _, ip := range podIPs(t, c, d) {
+		testutil.Eventually(t, 3*time.Minute, func() error {
+			if got := readyDigest(ip); got != after {
+				return fmt.Errorf("confirmer pod %s reports digest %q, want %s", ip, got, after)
+			}
+			return nil
+		})
+	}
+	t.Logf("the new snapshot reached both confirmer pods %s after the policy's status named it", time.Since(start).Round(time.Second))
+	if restarts := restartCount(t, c, d); restarts != 0 {
+		t.Errorf("the confirmer pods restarted %d times; the snapshot should arrive without a restart", restarts)
+	}
 
 	// Deleting the policy garbage-collects its children (kube-controller-manager).
 	must(t, c.Delete(ctx, policy))
@@ -107,20 +172,101 @@ func TestEndToEnd(t *testing.T) {
 		npErr := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coding-agents-egress"}, &networkingv1.NetworkPolicy{})
 		return apierrors.IsNotFound(cmErr) && apierrors.IsNotFound(npErr)
 	})
-	// And the SessionConfirmer says its policy is gone.
 	wait(t, "the SessionConfirmer reports the missing policy", func() bool {
 		got := &gatev1.SessionConfirmer{}
-		if c.Get(ctx, key2, got) != nil {
+		if c.Get(ctx, policyKey, got) != nil {
 			return false
 		}
 		cond := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionPolicyResolved)
 		return cond != nil && cond.Reason == "PolicyNotFound"
 	})
+
+	// Nothing the cluster started is left running or mounted, and the machine is as before.
+	stop()
+	checkClean(t, env.ClusterDir(), pids, strings.TrimSpace(string(ipForward)))
 }
 
-func readyDigest(t *testing.T, addr string) string {
+// clusterPIDs reads the PIDs the cluster script recorded.
+func clusterPIDs(t *testing.T, dir string) map[string]int {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/readyz")
+	files, err := filepath.Glob(filepath.Join(dir, "*.pid"))
+	must(t, err)
+	pids := map[string]int{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		must(t, err)
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		must(t, err)
+		pids[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
+	}
+	if len(pids) < 8 {
+		t.Fatalf("the cluster recorded %d PIDs (%v); want etcd, the control plane and the node's processes", len(pids), pids)
+	}
+	return pids
+}
+
+func checkClean(t *testing.T, dir string, pids map[string]int, ipForward string) {
+	t.Helper()
+	for name, pid := range pids {
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("%s (PID %d) still runs after stop", name, pid)
+		}
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	must(t, err)
+	if strings.Contains(string(mounts), dir) {
+		t.Errorf("mounts under %s remain after stop", dir)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s remains after stop", dir)
+	}
+	for _, check := range [][]string{{"ip", "link", "show", "gatebr0"}, {"ip", "link", "show", "gate-ext0"}, {"ip", "netns", "pids", "gate-ext"}, {"nft", "list", "table", "inet", "gate_local_guard"}, {"nft", "list", "table", "ip", "kube-proxy"}, {"iptables", "-S", "KUBE-ROUTER-FORWARD"}} {
+		if err := exec.Command(check[0], check[1:]...).Run(); err == nil {
+			t.Errorf("%s succeeds after stop: the node left it behind", strings.Join(check, " "))
+		}
+	}
+	if b, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); strings.TrimSpace(string(b)) != ipForward {
+		t.Errorf("net.ipv4.ip_forward is %s after stop, was %s", strings.TrimSpace(string(b)), ipForward)
+	}
+	if m, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods"); len(m) > 0 {
+		t.Errorf("kubelet cgroups remain after stop: %v", m)
+	}
+}
+
+func podIPs(t *testing.T, c client.Client, d *appsv1.Deployment) []string {
+	t.Helper()
+	var pods corev1.PodList
+	must(t, c.List(t.Context(), &pods, client.InNamespace(d.Namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)))
+	var ips []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+			ips = append(ips, p.Status.PodIP)
+		}
+	}
+	if len(ips) != 2 {
+		t.Fatalf("confirmer pod IPs %v; want 2", ips)
+	}
+	return ips
+}
+
+func restartCount(t *testing.T, c client.Client, d *appsv1.Deployment) int32 {
+	t.Helper()
+	var pods corev1.PodList
+	must(t, c.List(t.Context(), &pods, client.InNamespace(d.Namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)))
+	var n int32
+	for _, p := range pods.Items {
+		for _, s := range p.Status.ContainerStatuses {
+			n += s.RestartCount
+		}
+	}
+	return n
+}
+
+// readyDigest is the snapshot digest a confirmer pod's /readyz reports (the host reaches pod
+// IPs on the node's bridge).
+func readyDigest(ip string) string {
+	hc := http.Client{Timeout: 3 * time.Second}
+	resp, err := hc.Get("http://" + ip + ":8080/readyz")
 	if err != nil {
 		return ""
 	}
@@ -139,10 +285,10 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// wait fails the test unless cond holds within a minute; what names the awaited state.
+// wait fails the test unless cond holds within two minutes; what names the awaited state.
 func wait(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	testutil.Eventually(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 2*time.Minute, func() error {
 		if !cond() {
 			return errors.New(what)
 		}
