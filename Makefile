@@ -54,7 +54,7 @@ build: ## Build every package and the binaries in cmd/ into bin/.
 		CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/$$(basename $$d) ./$$d || exit 1; done
 
 .PHONY: test
-test: envtest-assets tools ## Run every unit, envtest, install and e2e test with -race (builds the control plane and tools first if missing).
+test: envtest-assets node-assets tools ## Run every unit, envtest, install and e2e test with -race (builds the control plane, the node and the tools first if missing; the e2e test needs root).
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: conformance
@@ -64,6 +64,10 @@ conformance: ## Drive the artefacts through the real, pinned peer packages (npm 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver, kube-controller-manager and etcd into bin/k8s/ if missing.
 	K8S_VERSION=$(K8S_VERSION) hack/build-control-plane.sh
+
+.PHONY: node-assets
+node-assets: ## Build the local node's components (kubelet, kube-proxy, kube-scheduler, containerd, CNI plugins, kube-router) into bin/ if missing; installs Debian's runc, iptables, nftables, conntrack, ipset.
+	K8S_VERSION=$(K8S_VERSION) hack/build-node.sh
 
 .PHONY: tools
 tools: ## Install the pinned tools (controller-gen, helm, golangci-lint) into bin/; nothing is reinstalled that is already at its pinned version.

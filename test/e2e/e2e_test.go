@@ -133,6 +133,8 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
+	t.Run("egress table", func(t *testing.T) { testEgressTable(ctx, t, env) })
+
 	// A policy edit reaches the running confirmer pods through kubelet's ConfigMap update:
 	// every pod's /readyz reports the new snapshot digest, without a restart.
 	before := policy.Status.SnapshotDigest

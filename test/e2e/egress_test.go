@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"text/tabwriter"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/localenv"
+)
+
+// egressNS holds the egress table's pods and policies.
+const egressNS = "egress"
+
+// egressObjects: a target pod listening on 8080 and 53 ("another pod"), a pod no policy
+// selects, and one pod under each of two policies. The allow-list policy allows one host by
+// name (resolved through the cluster's DNS stand-in pod), a /32, and a /25 with a /32 carved
+// out of it (the stand-in for a metadata address: never probe a real one). The outside hosts
+// (hack/lib/node.sh) listen on 80, 443 and 8443 at every address probed.
+const egressObjects = `
+apiVersion: v1
+kind: Namespace
+metadata: {name: egress}
+---
+apiVersion: gate.intutic.io/v1alpha1
+kind: HarnessAgentPolicy
+metadata: {name: deny-all, namespace: egress}
+spec:
+  podSelector: {matchLabels: {role: deny-all}}
+  rules:
+  - {name: no-root-rm, tools: [bash], when: 'input.command.contains("rm -rf /")', action: Block, reason: destructive}
+---
+apiVersion: gate.intutic.io/v1alpha1
+kind: HarnessAgentPolicy
+metadata: {name: allow-list, namespace: egress}
+spec:
+  podSelector: {matchLabels: {role: allow-list}}
+  rules:
+  - {name: no-root-rm, tools: [bash], when: 'input.command.contains("rm -rf /")', action: Block, reason: destructive}
+  egress:
+    allowedHosts: [api.anthropic.com]
+    allowedCIDRs: [198.18.41.10/32, 198.18.41.128/25]
+    deniedCIDRs: [198.18.41.254/32]
+    ports: [443]
+`
+
+func egressPod(name, role string, args ...string) string {
+	labels := ""
+	if role != "" {
+		labels = fmt.Sprintf("\n  labels: {role: %s}", role)
+	}
+	return fmt.Sprintf(`---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: egress%s
+spec:
+  automountServiceAccountToken: false
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: 1000
+    sysctls: [{name: net.ipv4.ip_unprivileged_port_start, value: "53"}]
+  containers:
+  - name: probe
+    image: %s
+    imagePullPolicy: Never
+    args: ["%s"]
+`, name, labels, localenv.TestbedImage, strings.Join(args, `", "`))
+}
+
+// egressColumn is one destination of the table.
+type egressColumn struct{ name, addr string }
+
+// testEgressTable probes TCP destinations from each pod, prints the table and asserts it.
+func testEgressTable(ctx context.Context, t *testing.T, env *localenv.Env) {
+	manifest := egressObjects +
+		egressPod("target", "", "listen", "8080", "53") +
+		egressPod("unselected", "", "pause") +
+		egressPod("deny-all", "deny-all", "pause") +
+		egressPod("allow-list", "allow-list", "pause")
+	if _, err := env.Kubectl(ctx, manifest, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Kubectl(ctx, "", "-n", egressNS, "wait", "--for=condition=Ready", "pod", "--all", "--timeout=120s"); err != nil {
+		t.Fatal(err)
+	}
+	c := env.Client
+	for _, name := range []string{"deny-all", "allow-list"} {
+		wait(t, "policy "+name+" is Ready with egress enforced", func() bool {
+			p := &gatev1.HarnessAgentPolicy{}
+			return c.Get(ctx, types.NamespacedName{Namespace: egressNS, Name: name}, p) == nil &&
+				meta.IsStatusConditionTrue(p.Status.Conditions, gatev1.ConditionReady)
+		})
+	}
+	target, err := env.Kubectl(ctx, "", "-n", egressNS, "get", "pod", "target", "-o", "jsonpath={.status.podIP}")
+	must(t, err)
+	columns := []egressColumn{
+		{"another pod", target + ":8080"},
+		{"allowed /32, allowed port", "198.18.41.10:443"},
+		{"allowed /32, other port", "198.18.41.10:8443"},
+		{"denied /32 carved out of an allowed CIDR", "198.18.41.254:443"},
+		{"allowed host by name (DNS pod)", "api.anthropic.com:443"},
+		{"host not listed", "github.com:443"},
+		{"address not listed", "198.18.40.30:443"},
+		{"Kubernetes API Service", localenv.KubernetesService},
+		{"cluster DNS Service", localenv.ClusterDNS + ":53"},
+		{"port 53 of another pod", target + ":53"},
+	}
+	O, B := "open", "blocked"
+	want := map[string][]string{
+		"unselected": {O, O, O, O, O, O, O, O, O, O},
+		"deny-all":   {B, B, B, B, B, B, B, B, B, B},
+		"allow-list": {B, O, B, B, O, B, B, B, O, B},
+	}
+	rows := []string{"unselected", "deny-all", "allow-list"}
+	got := map[string][]string{}
+	for _, pod := range rows {
+		got[pod] = probeRow(ctx, t, env, pod, columns)
+	}
+	printTable(t, "egress on real packets (kube-router enforcing the rendered NetworkPolicies)", columns, rows, got)
+	for _, pod := range rows {
+		for i, col := range columns {
+			if got[pod][i] != want[pod][i] {
+				t.Errorf("egress table: pod %s (%s) to %s (%s): %s, want %s", pod, rowLabel(pod), col.name, col.addr, got[pod][i], want[pod][i])
+			}
+		}
+	}
+
+	// A second NetworkPolicy that reopens what the allow-list policy closes: the condition
+	// says so, the packets agree, and removing it closes the hole again.
+	const shadow = `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: shadow, namespace: egress}
+spec:
+  podSelector: {matchLabels: {role: allow-list}}
+  policyTypes: [Egress]
+  egress:
+  - to: [{ipBlock: {cidr: 198.18.40.30/32}}]
+    ports: [{port: 443, protocol: TCP}]
+`
+	_, err = env.Kubectl(ctx, shadow, "apply", "-f", "-")
+	must(t, err)
+	egressCondition := func() *metaCondition {
+		p := &gatev1.HarnessAgentPolicy{}
+		if c.Get(ctx, types.NamespacedName{Namespace: egressNS, Name: "allow-list"}, p) != nil {
+			return nil
+		}
+		cond := meta.FindStatusCondition(p.Status.Conditions, gatev1.ConditionEgressEnforced)
+		if cond == nil {
+			return nil
+		}
+		return &metaCondition{string(cond.Status), cond.Reason}
+	}
+	wait(t, "EgressEnforced=False ShadowedByPolicy", func() bool {
+		cond := egressCondition()
+		return cond != nil && cond.status == "False" && cond.reason == gatev1.ReasonShadowedByPolicy
+	})
+	unlisted := []egressColumn{{"address named by the shadowing policy", "198.18.40.30:443"}}
+	waitProbe(ctx, t, env, "allow-list", unlisted, "open", "the shadowing NetworkPolicy reopens 198.18.40.30:443")
+	_, err = env.Kubectl(ctx, "", "-n", egressNS, "delete", "networkpolicy", "shadow")
+	must(t, err)
+	wait(t, "EgressEnforced=True once the shadow is gone", func() bool {
+		cond := egressCondition()
+		return cond != nil && cond.status == "True"
+	})
+	waitProbe(ctx, t, env, "allow-list", unlisted, "blocked", "removing the shadowing NetworkPolicy closes 198.18.40.30:443 again")
+}
+
+type metaCondition struct{ status, reason string }
+
+func rowLabel(pod string) string {
+	switch pod {
+	case "unselected":
+		return "not selected by any policy"
+	case "deny-all":
+		return "deny-all policy"
+	default:
+		return "allow-list policy"
+	}
+}
+
+func probeRow(ctx context.Context, t *testing.T, env *localenv.Env, pod string, columns []egressColumn) []string {
+	t.Helper()
+	addrs := make([]string, len(columns))
+	for i, c := range columns {
+		addrs[i] = c.addr
+	}
+	res, err := env.Probe(ctx, egressNS, pod, "probe", addrs...)
+	must(t, err)
+	row := make([]string, len(columns))
+	for i, a := range addrs {
+		row[i] = res[a]
+	}
+	return row
+}
+
+func waitProbe(ctx context.Context, t *testing.T, env *localenv.Env, pod string, columns []egressColumn, state, what string) {
+	t.Helper()
+	wait(t, what, func() bool { return probeRow(ctx, t, env, pod, columns)[0] == state })
+	t.Logf("%s: %s", what, state)
+}
+
+func printTable(t *testing.T, title string, columns []egressColumn, rows []string, got map[string][]string) {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "pod")
+	for _, c := range columns {
+		fmt.Fprintf(w, "\t%s", c.name)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "")
+	for _, c := range columns {
+		fmt.Fprintf(w, "\t%s", c.addr)
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		fmt.Fprint(w, rowLabel(r))
+		for _, s := range got[r] {
+			fmt.Fprintf(w, "\t%s", s)
+		}
+		fmt.Fprintln(w)
+	}
+	_ = w.Flush()
+	t.Logf("%s:\n%s", title, b.String())
+}
