@@ -15,7 +15,7 @@ import (
 )
 
 // binaries are the commands under cmd/ the images carry, built into binaries named the same.
-var binaries = []string{"manager", "confirmer", "gate-hook"}
+var binaries = []string{"manager", "confirmer", "gate-hook", "egress-wait"}
 
 // source is what the images take from the module: their names and tag from the chart (the one
 // place they are declared; config/manager and the manager's --confirmer-image default must name

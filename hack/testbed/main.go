@@ -5,6 +5,8 @@
 //	testbed pause                        sleep until SIGTERM or SIGINT (the pause image)
 //	testbed dns -listen :5353 NAME=IP... answer A queries for NAME with IP, NXDOMAIN otherwise
 //	testbed probe -timeout 2s HOST:PORT... try each TCP connect, print "HOST:PORT open|blocked"
+//	testbed window                       at container start, probe the Kubernetes API Service until
+//	                                     it is blocked and print how long it was open, then pause
 //	testbed listen PORT...               accept TCP connections on each port and close them (the
 //	                                     "outside" hosts of the local node)
 //	testbed fake-anthropic -listen :8080 -api-key-file F
@@ -49,6 +51,9 @@ func main() {
 		err = probe(args)
 	case "listen":
 		err = listen(ctx, args)
+	case "window":
+		window()
+		<-ctx.Done()
 	case "fake-anthropic":
 		err = fakeAnthropic(ctx, args)
 	default:
@@ -129,6 +134,30 @@ func probe(args []string) error {
 		fmt.Printf("%s open\n", dst)
 	}
 	return nil
+}
+
+// window measures the ungoverned first moments of a container: it probes the Kubernetes API
+// Service (which a sandbox's egress policy denies) from its first instant until two probes in
+// a row fail, and prints whether the first probe got through and for how long it stayed open.
+func window() {
+	canary := net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT"))
+	start := time.Now()
+	first, lastOpen, fails := "", time.Duration(0), 0
+	for time.Since(start) < 60*time.Second && fails < 2 {
+		conn, err := net.DialTimeout("tcp", canary, 300*time.Millisecond)
+		state := "blocked"
+		if err == nil {
+			conn.Close()
+			state, lastOpen, fails = "open", time.Since(start), 0
+		} else {
+			fails++
+		}
+		if first == "" {
+			first = state
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fmt.Printf("window: canary=%s first=%s open_for_ms=%d\n", canary, first, lastOpen.Milliseconds())
 }
 
 // listen accepts connections on every port given and closes each at once.

@@ -32,6 +32,9 @@ import (
 const (
 	// TestbedImage is the local test image: busybox, the fakes, the DNS stand-in and the probe.
 	TestbedImage = "localhost/gate-operator-test/testbed:v1"
+	// ConfirmerImage is the confirmer image `make images` builds (it carries gate-hook and
+	// egress-wait for sandbox pods' init containers).
+	ConfirmerImage = "ghcr.io/intutic/gate-confirmer:v0.1.0"
 	// OperatorNamespace is where the chart is installed.
 	OperatorNamespace = "gate-system"
 	// ServiceCIDR and PodCIDR are the local cluster's ranges.

@@ -134,6 +134,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	t.Run("egress table", func(t *testing.T) { testEgressTable(ctx, t, env) })
+	t.Run("no ungoverned first second", func(t *testing.T) { testStartupWindow(ctx, t, env) })
 
 	// A policy edit reaches the running confirmer pods through kubelet's ConfigMap update:
 	// every pod's /readyz reports the new snapshot digest, without a restart.

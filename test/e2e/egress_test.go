@@ -230,3 +230,48 @@ func printTable(t *testing.T, title string, columns []egressColumn, rows []strin
 	_ = w.Flush()
 	t.Logf("%s:\n%s", title, b.String())
 }
+
+// testStartupWindow measures the ungoverned first moments of a new sandbox pod under the
+// deny-all policy: without the egress-wait init container, the agent container's first probe
+// of a denied destination may get through until the enforcer has programmed the pod; with it,
+// the agent's first probe is blocked.
+func testStartupWindow(ctx context.Context, t *testing.T, env *localenv.Env) {
+	const pods = `
+apiVersion: v1
+kind: Pod
+metadata: {name: window-nowait, namespace: egress, labels: {role: deny-all}}
+spec:
+  automountServiceAccountToken: false
+  securityContext: {runAsNonRoot: true, runAsUser: 1000}
+  containers:
+  - {name: agent, image: ` + localenv.TestbedImage + `, imagePullPolicy: Never, args: [window]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: window-wait, namespace: egress, labels: {role: deny-all}}
+spec:
+  automountServiceAccountToken: false
+  securityContext: {runAsNonRoot: true, runAsUser: 1000}
+  initContainers:
+  - {name: wait-for-egress-policy, image: ` + localenv.ConfirmerImage + `, command: [/egress-wait, --timeout, 60s]}
+  containers:
+  - {name: agent, image: ` + localenv.TestbedImage + `, imagePullPolicy: Never, args: [window]}
+`
+	_, err := env.Kubectl(ctx, pods, "apply", "-f", "-")
+	must(t, err)
+	result := map[string]string{}
+	for _, pod := range []string{"window-nowait", "window-wait"} {
+		wait(t, pod+" reports its window", func() bool {
+			out, err := env.Kubectl(ctx, "", "-n", egressNS, "logs", pod, "-c", "agent")
+			result[pod] = strings.TrimSpace(out)
+			return err == nil && strings.HasPrefix(result[pod], "window:")
+		})
+		t.Logf("%s: %s", pod, result[pod])
+	}
+	waited, err := env.Kubectl(ctx, "", "-n", egressNS, "logs", "window-wait", "-c", "wait-for-egress-policy")
+	must(t, err)
+	t.Logf("window-wait's init container: %s", strings.TrimSpace(waited))
+	if !strings.Contains(result["window-wait"], "first=blocked") {
+		t.Errorf("with egress-wait, the agent's first probe of a denied destination got through: %s", result["window-wait"])
+	}
+}

@@ -84,8 +84,12 @@ func TestExamples(t *testing.T) {
 				t.Errorf("nothing is mounted at %s", p)
 			}
 		}
-		if len(typed.Spec.InitContainers) != 1 || typed.Spec.InitContainers[0].Command[1] != "--install" {
-			t.Errorf("no init container installs gate-hook: %+v", typed.Spec.InitContainers)
+		inits := typed.Spec.InitContainers
+		if len(inits) != 2 || inits[0].Command[1] != "--install" {
+			t.Errorf("the first init container must install gate-hook: %+v", inits)
+		}
+		if len(inits) == 0 || inits[len(inits)-1].Command[0] != "/egress-wait" {
+			t.Errorf("the last init container must wait for the egress policy (/egress-wait), so the agent never starts ungoverned: %+v", inits)
 		}
 	}
 
