@@ -60,6 +60,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 		errors.As(err, &se)
 		return answer(stdout, stderr, gate.Refuse(se.Code, se.Reason), false)
 	}
+	// Who is calling: the pod's name from the file beside the snapshot, in the read-only volume
+	// the snapshot comes from, and never from the environment, which the agent's settings set.
+	call.Caller = gate.PodCaller(filepath.Dir(*snapshot))
 	policy, _ := gate.CompileFor(snap, call.Tool, call.Server)
 	return answer(stdout, stderr, policy.Decide(call), *explicitAllow)
 }

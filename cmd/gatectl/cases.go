@@ -30,8 +30,19 @@ type testCase struct {
 	Session string          `json:"session,omitempty"`
 	// Cwd is the agent's working directory, as the hook reports it: the call's view resolves
 	// relative paths against it.
-	Cwd    string      `json:"cwd,omitempty"`
+	Cwd string `json:"cwd,omitempty"`
+	// Caller is who makes the call, as the surface would tell the rules (caller.*); the
+	// namespace, policy and session come from the policy and the case's session.
+	Caller caseCaller  `json:"caller"`
 	Expect expectation `json:"expect"`
+}
+
+// caseCaller is the part of the rules' caller a surface fills: the HTTP API's ServiceAccount
+// (TokenReview), the hook's pod, the Managed Agents agent.
+type caseCaller struct {
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	Pod            string `json:"pod,omitempty"`
+	Agent          string `json:"agent,omitempty"`
 }
 
 // expectation is what a case asserts. Rule and Code are checked only when set; set to "", they
@@ -87,6 +98,11 @@ func parseCases(data []byte) ([]testCase, error) {
 		}
 		if !slices.Contains(surfaces, c.Surface) {
 			problems = append(problems, fmt.Sprintf("%s.surface: %q is not %s", at, c.Surface, strings.Join(surfaces, ", ")))
+		}
+		if sa := c.Caller.ServiceAccount; sa != "" {
+			if ns, name, ok := strings.Cut(sa, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+				problems = append(problems, fmt.Sprintf("%s.caller.serviceAccount: %q is not namespace/name", at, sa))
+			}
 		}
 		if v := c.Expect.Verdict; v != gate.Allow && v != gate.Ask && v != gate.Block {
 			problems = append(problems, fmt.Sprintf("%s.expect.verdict: %q is not Allow, Ask or Block", at, v))

@@ -97,6 +97,9 @@ func TestParseCasesRefuses(t *testing.T) {
 		{"bad verdict", "cases:\n- {name: a, tool: Bash, expect: {verdict: allow}}\n", []string{`cases[0].expect.verdict: "allow" is not Allow, Ask or Block`}},
 		{"no verdict", "cases:\n- {name: a, tool: Bash, expect: {rule: x}}\n", []string{`cases[0].expect.verdict: "" is not`}},
 		{"bad surface", "cases:\n- {name: a, tool: Bash, surface: cli, expect: {verdict: Allow}}\n", []string{`cases[0].surface: "cli" is not hook, harness, workflow, managed-agents, api`}},
+		{"a caller's namespace comes from the policy", "cases:\n- {name: a, tool: Bash, caller: {namespace: kube-system}, expect: {verdict: Allow}}\n", []string{`unknown field "cases[0].caller.namespace"`}},
+		{"a ServiceAccount without its namespace", "cases:\n- {name: a, tool: Bash, caller: {serviceAccount: orchestrator}, expect: {verdict: Allow}}\n", []string{`cases[0].caller.serviceAccount: "orchestrator" is not namespace/name`}},
+		{"a ServiceAccount with too many parts", "cases:\n- {name: a, tool: Bash, caller: {serviceAccount: a/b/c}, expect: {verdict: Allow}}\n", []string{`"a/b/c" is not namespace/name`}},
 		{"every problem at once", "cases:\n- {tool: Bash, expect: {verdict: Allow}}\n- {name: b, expect: {verdict: Allow}}\n- {name: b, tool: x, expect: {verdict: Allow}}\n", []string{
 			"cases[0].name: required", "cases[1].tool: required", `cases[2].name: "b" is also the name of cases[1]`,
 		}},

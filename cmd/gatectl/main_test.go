@@ -294,3 +294,34 @@ spec:
 		}
 	}
 }
+
+// A case's caller reaches the rules as the surface would tell them, beside the namespace and
+// name of the policy the case runs under and the case's session.
+func TestCaseCaller(t *testing.T) {
+	policy := writeFile(t, "policy.yaml", `apiVersion: gate.intutic.io/v1alpha1
+kind: HarnessAgentPolicy
+metadata: {name: trial, namespace: team-a}
+spec:
+  podSelector: {}
+  rules:
+  - name: who
+    when: >-
+      caller.namespace + "|" + caller.policy + "|" + caller.serviceAccount + "|" + caller.pod
+      + "|" + caller.agent + "|" + caller.session == "team-a|trial|team-a/ci|web-0|agent_1|s1"
+    action: Block
+    reason: everyone named
+  - {name: nobody, when: 'caller.serviceAccount == "" && caller.pod == "" && caller.agent == ""', action: Ask, reason: nobody named}
+`)
+	cases := writeFile(t, "cases.yaml", `cases:
+- name: named
+  tool: Bash
+  session: s1
+  caller: {serviceAccount: team-a/ci, pod: web-0, agent: agent_1}
+  expect: {verdict: Block, rule: who}
+- {name: unnamed, tool: Bash, expect: {verdict: Ask, rule: nobody}}
+`)
+	out, errOut, exit := gatectl(t, "test", policy, cases)
+	if exit != exitPass {
+		t.Fatalf("exit %d\n%s%s", exit, out, errOut)
+	}
+}

@@ -189,5 +189,6 @@ func decide(g *gate.Gate, c testCase) gate.Decision {
 	if err != nil {
 		return gate.Refuse(gate.CodeInputInvalid, err.Error())
 	}
-	return g.Decide(&gate.Call{Tool: c.Tool, Server: c.Server, Input: input, Surface: c.Surface, Session: c.Session, Cwd: c.Cwd})
+	caller := gate.Caller{ServiceAccount: c.Caller.ServiceAccount, Pod: c.Caller.Pod, Agent: c.Caller.Agent}
+	return g.Decide(&gate.Call{Tool: c.Tool, Server: c.Server, Input: input, Surface: c.Surface, Session: c.Session, Cwd: c.Cwd, Caller: caller})
 }

@@ -54,3 +54,26 @@ func BenchmarkViewOf(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGuardCaller is BenchmarkGuardCallView with a rule that reads who is calling, and
+// calls that say who they come from: the cost of the caller's value on top of the view's.
+func BenchmarkGuardCaller(b *testing.B) {
+	rules := append(gatetest.RealisticRules(100), callViewRules...)
+	rules = append(rules, gate.Rule{Name: "view-caller", Action: gate.Block, Reason: "only the orchestrator",
+		When: `caller.serviceAccount != "" && caller.serviceAccount != caller.namespace + "/orchestrator"`})
+	g := gate.New("")
+	g.Swap(mustPolicy(b, rules))
+	for _, bc := range benchCalls {
+		b.Run(fmt.Sprintf("rules=%d/%s", len(rules), bc.name), func(b *testing.B) {
+			call := bc.call
+			call.Cwd = "/workspace"
+			call.Caller = gate.Caller{Pod: "coding-agent-0"}
+			b.ReportAllocs()
+			for b.Loop() {
+				if d := g.Decide(&call); d.Verdict != gate.Allow {
+					b.Fatalf("want Allow, got %+v", d)
+				}
+			}
+		})
+	}
+}

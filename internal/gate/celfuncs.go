@@ -40,11 +40,14 @@ const varCall = "call"
 // callTypeName is the CEL name of CallView, as ext.NativeTypes names it.
 const callTypeName = "gate.CallView"
 
-// callLibrary is the environment options of the view and the functions above.
+// callLibrary is the environment options of the view, the caller (caller.go) and the functions
+// above.
 func callLibrary() []cel.EnvOption {
 	return []cel.EnvOption{
-		ext.NativeTypes(reflect.TypeFor[CallView](), reflect.TypeFor[shellparse.Command](), reflect.TypeFor[shellparse.Redirect](), ext.ParseStructTags(true)),
+		ext.NativeTypes(reflect.TypeFor[CallView](), reflect.TypeFor[shellparse.Command](), reflect.TypeFor[shellparse.Redirect](),
+			reflect.TypeFor[Caller](), ext.ParseStructTags(true)),
 		cel.Variable(varCall, cel.ObjectType(callTypeName)),
+		cel.Variable(varCaller, cel.ObjectType(callerTypeName)),
 		ext.Network(),
 		cel.Lib(pathLibrary{}),
 		cel.Lib(urlLibrary{}),
@@ -234,7 +237,7 @@ func stringToURL(v ref.Val) ref.Val {
 // callLibraryNames are the identifiers (variables, namespaces of functions and types) and the
 // functions callLibrary declares; a test holds the list to the environment.
 var callLibraryNames = map[string]bool{
-	varCall: true, "path": true, "ip": true, "net": true, "gate": true,
+	varCall: true, varCaller: true, "path": true, "ip": true, "net": true, "gate": true,
 	"isUnder": true, "url": true, "isURL": true, "getScheme": true, "getHost": true, "getHostname": true,
 	"getPort": true, "getEscapedPath": true, "getQuery": true, "cidr": true, "isIP": true, "isCIDR": true,
 	"isCanonical": true, "family": true, "isLoopback": true, "isGlobalUnicast": true,

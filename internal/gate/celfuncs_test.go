@@ -222,6 +222,7 @@ func TestCallLibraryNames(t *testing.T) {
 		`input.path == "/x" && input.url != ""`:  false,
 		`string(input.n) == "1"`:                 false,
 		`call.kind == "exec"`:                    true,
+		`caller.pod == "x"`:                      true,
 		`path.clean(input.file_path) == "/x"`:    true,
 		`input.file_path.isUnder("/workspace")`:  true,
 		`isURL(input.url)`:                       true,

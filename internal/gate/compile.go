@@ -53,8 +53,9 @@ var (
 )
 
 // environment is the CEL environment of every rule: the standard library, the strings
-// extension, the variables tool, server, input, surface, session and call (the call's view),
-// and the path, URL and network functions (celfuncs.go). It is built once.
+// extension, the variables tool, server, input, surface, session, call (the call's view) and
+// caller (who is calling, caller.go), and the path, URL and network functions (celfuncs.go). It
+// is built once.
 func environment() (*cel.Env, error) {
 	envOnce.Do(func() {
 		base, err := baseEnvironment()
@@ -67,9 +68,9 @@ func environment() (*cel.Env, error) {
 	return celEnv, envErr
 }
 
-// baseEnvironment is environment without the call's view and its functions. A rule that names
-// none of them is checked and planned in it, so a one-shot caller (gate-hook) whose rules do
-// not use them never builds them (a tenth of a millisecond).
+// baseEnvironment is environment without the call's view, the caller and the functions. A
+// rule that names none of them is checked and planned in it, so a one-shot caller (gate-hook)
+// whose rules do not use them never builds them (a tenth of a millisecond).
 func baseEnvironment() (*cel.Env, error) {
 	baseOnce.Do(func() {
 		baseEnv, baseErr = cel.NewEnv(

@@ -94,6 +94,9 @@ type Call struct {
 	// Cwd is the agent's working directory, when the runtime reports it (the hook's cwd);
 	// relative paths in the call's view (CallView) are resolved against it.
 	Cwd string
+	// Caller is who makes the call, as far as the surface can tell (see Caller): the surface
+	// fills ServiceAccount, Pod and Agent where it knows them; the gate fills the rest.
+	Caller Caller
 }
 
 // Decision is the gate's answer to one call.

@@ -83,7 +83,7 @@ func ruleOutcome(r *compiledRule) outcome {
 // and the most restrictive of all of them, recorded in Decision.Would when it is stricter;
 // among equals the first in order gives the reason. An enforced Block ends the evaluation: no
 // later rule can be more restrictive, and none can weaken it.
-func (p *Policy) judge(candidates []int, act *activation) Decision {
+func (p *Policy) judge(candidates []int, scr *screenScratch, dc *decisionCall) Decision {
 	s := p.snap
 	var enforced, all outcome // rule nil: no rule of that kind matched
 	stricter := func(o outcome, than *outcome) {
@@ -91,10 +91,13 @@ func (p *Policy) judge(candidates []int, act *activation) Decision {
 			*than = o
 		}
 	}
-	for _, i := range candidates {
+	for pos, i := range candidates {
+		if scr.ruled(pos) {
+			continue // its prefilter is false: the rule does not match, as eval would say
+		}
 		r := &p.rules[i]
 		audited := s.RuleMode(&r.Rule) == Audit
-		matched, err := r.eval(act)
+		matched, err := dc.eval(r)
 		if err != nil {
 			kind := errorKind(err)
 			if kind == ErrorKindCostLimit {
@@ -137,7 +140,7 @@ func (p *Policy) judge(candidates []int, act *activation) Decision {
 	}
 	would := all
 	if all.rule == nil {
-		would = p.defaultOutcome("rule")
+		would = p.defaultOutcome(false)
 	}
 	if would.verdict.rank() > d.Verdict.rank() {
 		d.Would = &AuditedVerdict{Verdict: would.verdict, Reason: would.reason, Code: would.code}
@@ -148,30 +151,44 @@ func (p *Policy) judge(candidates []int, act *activation) Decision {
 	return d
 }
 
-// defaultOutcome is the policy's defaultAction as a verdict; subject is "rule", or "enforced
-// rule" when rules in Audit matched.
-func (p *Policy) defaultOutcome(subject string) outcome {
+// The reasons of the defaultAction, by whether rules in Audit matched (then "no enforced rule"):
+// constants, so a decision by the defaultAction builds no string.
+var defaultReasons = [2]struct{ allow, ask, block string }{
+	{"no rule matched", "no rule matched; the policy's defaultAction is Ask", "no rule allows this call and the policy's defaultAction is Block"},
+	{"no enforced rule matched", "no enforced rule matched; the policy's defaultAction is Ask", "no enforced rule allows this call and the policy's defaultAction is Block"},
+}
+
+// defaultOutcome is the policy's defaultAction as a verdict; auditedMatched says rules in Audit
+// matched, so its reason speaks of enforced rules.
+func (p *Policy) defaultOutcome(auditedMatched bool) outcome {
+	reasons := &defaultReasons[0]
+	if auditedMatched {
+		reasons = &defaultReasons[1]
+	}
 	switch p.snap.DefaultAction {
 	case Allow:
-		return outcome{verdict: Allow, reason: "no " + subject + " matched"}
+		return outcome{verdict: Allow, reason: reasons.allow}
 	case Ask:
-		return outcome{verdict: Ask, code: CodeDefaultAction, reason: "no " + subject + " matched; the policy's defaultAction is Ask"}
+		return outcome{verdict: Ask, code: CodeDefaultAction, reason: reasons.ask}
 	default:
-		reason := "no " + subject + " allows this call and the policy's defaultAction is Block"
-		return outcome{verdict: Block, code: CodeDefaultAction, reason: reason, message: RefusalPrefix + reason}
+		return outcome{verdict: Block, code: CodeDefaultAction, reason: reasons.block, message: RefusalPrefix + reasons.block}
 	}
 }
 
 // defaultDecision is the decision when no enforced rule matched: the defaultAction, which in an
 // Audit policy takes effect only as Allow (judge records the rest).
 func (p *Policy) defaultDecision(auditedMatched bool) Decision {
-	subject := "rule"
-	if auditedMatched {
-		subject = "enforced rule"
-	}
-	o := p.defaultOutcome(subject)
+	o := p.defaultOutcome(auditedMatched)
 	if p.snap.Mode() == Audit && o.verdict != Allow {
-		o = outcome{verdict: Allow, reason: "no " + subject + " matched"}
+		o = p.defaultAllow(auditedMatched)
 	}
 	return Decision{Verdict: o.verdict, Reason: o.reason, Code: o.code, Message: o.message, IncidentID: NewIncidentID(), SnapshotDigest: p.snap.Digest}
+}
+
+// defaultAllow is the Allow an Audit policy's defaultAction takes effect as.
+func (p *Policy) defaultAllow(auditedMatched bool) outcome {
+	if auditedMatched {
+		return outcome{verdict: Allow, reason: defaultReasons[1].allow}
+	}
+	return outcome{verdict: Allow, reason: defaultReasons[0].allow}
 }

@@ -18,6 +18,10 @@ type Policy struct {
 	// onlyTool, when set, is the one (normalized) tool this policy was compiled for by CompileFor.
 	onlyTool string
 	errs     FieldErrors
+	// namespace and name are the snapshot's policy, as caller.namespace and caller.policy.
+	namespace, name string
+	// readsCaller is set when a rule reads `caller` (always, for a policy CompileFor compiled).
+	readsCaller bool
 }
 
 // Compile compiles every rule of a verified snapshot. Rules that do not compile are kept and
@@ -67,7 +71,8 @@ func ruleMatchesTool(patterns []string, name string) bool {
 }
 
 func compile(s *Snapshot, sel ruleSelection) (*Policy, FieldErrors) {
-	p := &Policy{snap: s}
+	p := &Policy{snap: s, readsCaller: !sel.all}
+	p.namespace, p.name = splitPolicy(s.Policy)
 	rules := s.Rules
 	add := func(i int) {
 		cr, errs := compileRule(i, rules[i])
@@ -83,6 +88,8 @@ func compile(s *Snapshot, sel ruleSelection) (*Policy, FieldErrors) {
 			if r.program != nil {
 				if _, err := r.program.get(); err != nil {
 					p.errs = append(p.errs, FieldError{fmt.Sprintf("spec.rules[%d].when", r.index), err.Error()})
+				} else if checked, _ := r.program.check(); usesIdent(checked.NativeRep().Expr(), varCaller) {
+					p.readsCaller = true
 				}
 			}
 		}
@@ -91,7 +98,13 @@ func compile(s *Snapshot, sel ruleSelection) (*Policy, FieldErrors) {
 			add(i)
 		}
 	}
-	p.index = newToolIndex(p.rules)
+	var sc *screen
+	if sel.all {
+		// A long-lived gate screens its calls; a one-shot caller decides one call, which the
+		// rules' own prefilters judge sooner than a screen is built.
+		sc = newScreen(p.rules)
+	}
+	p.index = newToolIndex(p.rules, sc)
 	return p, p.errs
 }
 
@@ -124,14 +137,14 @@ func (p *Policy) decide(c *Call) Decision {
 	if p.onlyTool != "" && normalizeToolName(name) != p.onlyTool {
 		return refusal(CodeToolMismatch, "the gate was compiled for another tool", s.Digest)
 	}
-	act := activations.Get().(*activation)
-	*act = activation{tool: name, server: server, surface: c.Surface, session: c.Session, input: c.Input, cwd: c.Cwd}
-	defer func() {
-		*act = activation{}
-		activations.Put(act)
-	}()
-
-	return p.judge(p.index.candidates(name), act)
+	entry := p.index.lookup(name)
+	var scr screenScratch
+	if entry.screen != nil {
+		entry.screen.run(p.index.screen, c.Input, &scr)
+	}
+	dc := decisionCall{policy: p, tool: name, server: server, surface: c.Surface, session: c.Session, input: c.Input, cwd: c.Cwd, caller: c.Caller}
+	defer dc.release()
+	return p.judge(entry.candidates, &scr, &dc)
 }
 
 func (p *Policy) ruleDecision(r *compiledRule, v Verdict, code, reason, message string) Decision {
@@ -143,6 +156,44 @@ func (p *Policy) ruleDecision(r *compiledRule, v Verdict, code, reason, message 
 }
 
 var errNotBool = errors.New("when did not evaluate to a bool")
+
+// decisionCall is one call being decided; its activation (for the rules' own prefilters and
+// CEL) is made on first use, so a decision whose candidates the screen rules out, or that has
+// only rules without a when, never makes one.
+// It holds copies of the call's fields, never the *Call: what the activation keeps goes to the
+// heap, and so would the caller's Call with it.
+type decisionCall struct {
+	policy                              *Policy
+	tool, server, surface, session, cwd string
+	input                               map[string]any
+	caller                              Caller
+	act                                 *activation
+}
+
+func (dc *decisionCall) activation() *activation {
+	if dc.act == nil {
+		dc.act = activations.Get().(*activation)
+		*dc.act = activation{tool: dc.tool, server: dc.server, surface: dc.surface, session: dc.session, input: dc.input, cwd: dc.cwd, policy: dc.policy, callerCopy: dc.caller}
+		dc.act.caller = &dc.act.callerCopy
+	}
+	return dc.act
+}
+
+func (dc *decisionCall) release() {
+	if dc.act != nil {
+		*dc.act = activation{}
+		activations.Put(dc.act)
+	}
+}
+
+// eval evaluates a rule for the call, making the activation only when the rule's when must be
+// looked at.
+func (dc *decisionCall) eval(r *compiledRule) (bool, error) {
+	if r.err != nil || r.program == nil {
+		return r.eval(nil) // decided without looking at the call
+	}
+	return r.eval(dc.activation())
+}
 
 // eval reports whether the rule's when holds for the call.
 func (r *compiledRule) eval(a *activation) (bool, error) {
@@ -184,6 +235,12 @@ type activation struct {
 	// rule that reads `call`, so a decision no such rule reaches never builds it.
 	cwd     string
 	callVal ref.Val
+	// policy and caller make `caller` (Caller), built on the first rule that reads it.
+	policy    *Policy
+	caller    *Caller
+	callerVal ref.Val
+	// callerCopy is what caller points to in a decision's activation (decisionCall).
+	callerCopy Caller
 }
 
 func (a *activation) ResolveName(name string) (any, bool) {
@@ -206,6 +263,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			a.callVal = callValue(a.tool, a.input, a.cwd)
 		}
 		return a.callVal, true
+	case varCaller:
+		if a.callerVal == nil {
+			a.callerVal = a.policy.callerValue(a.caller, a.session)
+		}
+		return a.callerVal, true
 	}
 	return nil, false
 }

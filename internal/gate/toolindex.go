@@ -2,19 +2,33 @@ package gate
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 )
 
 // toolIndex finds the rules whose patterns can match a tool: exact names by map lookup,
 // globs by matching, and pattern-less rules always. Results are memoized per tool name, up to
-// maxMemo names, so a steady workload pays only a map lookup.
+// maxMemo names, with the screen of their rules (prefilter_screen.go), so a steady workload
+// pays one lock-free map lookup. Names with the same candidate rules share one entry.
 type toolIndex struct {
-	exact map[string][]int
-	globs []globRule
-	all   []int
+	exact  map[string][]int
+	globs  []globRule
+	all    []int
+	screen *screen
 
-	mu   sync.RWMutex
-	memo map[string][]int
+	byName sync.Map // tool name as the call gives it -> *toolEntry
+
+	mu     sync.Mutex
+	names  int                   // entries in byName
+	shared map[string]*toolEntry // by candidate list
+}
+
+// toolEntry is what the index knows of one tool: its candidate rules in rule order, and their
+// screen (nil when the screen rules none of them out).
+type toolEntry struct {
+	candidates []int
+	screen     *toolScreen
 }
 
 type globRule struct {
@@ -24,8 +38,9 @@ type globRule struct {
 
 const maxMemo = 4096
 
-func newToolIndex(rules []compiledRule) *toolIndex {
-	idx := &toolIndex{exact: map[string][]int{}, memo: map[string][]int{}}
+// newToolIndex indexes the rules; sc, when not nil, is screened for each tool's candidates.
+func newToolIndex(rules []compiledRule, sc *screen) *toolIndex {
+	idx := &toolIndex{exact: map[string][]int{}, screen: sc, shared: map[string]*toolEntry{}}
 	for i, r := range rules {
 		if len(r.Tools) == 0 {
 			idx.all = append(idx.all, i)
@@ -46,15 +61,34 @@ func newToolIndex(rules []compiledRule) *toolIndex {
 	return idx
 }
 
-// candidates returns the indexes of the rules that can match the tool, in rule order.
-func (idx *toolIndex) candidates(tool string) []int {
-	idx.mu.RLock()
-	c, ok := idx.memo[tool]
-	idx.mu.RUnlock()
-	if ok {
-		return c
+// lookup returns the entry of a (resolved) tool name.
+func (idx *toolIndex) lookup(tool string) *toolEntry {
+	if e, ok := idx.byName.Load(tool); ok {
+		return e.(*toolEntry)
 	}
+	c := idx.match(tool)
+	key := candidateKey(c)
+	idx.mu.Lock()
+	defer idx.mu.Unlock()
+	e, ok := idx.shared[key]
+	if !ok {
+		e = &toolEntry{candidates: c, screen: idx.screen.forCandidates(c)}
+		if len(idx.shared) < maxMemo {
+			idx.shared[key] = e
+		}
+	}
+	if idx.names < maxMemo {
+		if _, loaded := idx.byName.LoadOrStore(tool, e); !loaded {
+			idx.names++
+		}
+	}
+	return e
+}
+
+// match returns the indexes of the rules that can match the tool, in rule order.
+func (idx *toolIndex) match(tool string) []int {
 	name := normalizeToolName(tool)
+	var c []int
 	c = append(c, idx.all...)
 	c = append(c, idx.exact[name]...)
 	if folded := foldAll(name); folded != name {
@@ -66,11 +100,14 @@ func (idx *toolIndex) candidates(tool string) []int {
 		}
 	}
 	slices.Sort(c)
-	c = slices.Compact(c)
-	idx.mu.Lock()
-	if len(idx.memo) < maxMemo {
-		idx.memo[tool] = c
+	return slices.Compact(c)
+}
+
+func candidateKey(c []int) string {
+	var b strings.Builder
+	for _, i := range c {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteByte(',')
 	}
-	idx.mu.Unlock()
-	return c
+	return b.String()
 }

@@ -138,7 +138,7 @@ func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller st
 		}
 		// Input that does not decode as the harness decoded it is refused, never approved.
 		call := &gate.Call{Tool: tc.ToolName, Surface: gate.SurfaceHarness, Session: req.Session}
-		d, _ := confirm.DecideRaw(a.Gate, a.Metrics, a.Log, call, tc.Input, "caller", caller)
+		d, _ := confirm.DecideRaw(a.Gate, a.Metrics, a.Log, a.identify(call, caller), tc.Input, "caller", caller)
 		d = publicDecision(d)
 		if d.Verdict == gate.Ask {
 			resp.Pending = append(resp.Pending, heldApproval{ApprovalID: p.ApprovalID, ToolCallID: tc.ToolCallID, ToolName: tc.ToolName, Reason: d.Reason, IncidentID: d.IncidentID, Would: d.Would})

@@ -151,8 +151,18 @@ func badRequest(w http.ResponseWriter, err error) {
 
 // decide runs the gate for one API call; rawInput is the input as the caller sent it.
 func (a *API) decide(c *gate.Call, caller string, rawInput []byte) gate.Decision {
-	d, _ := confirm.Decide(a.Gate, a.Metrics, a.Log, c, rawInput, "caller", caller)
+	d, _ := confirm.Decide(a.Gate, a.Metrics, a.Log, a.identify(c, caller), rawInput, "caller", caller)
 	return publicDecision(d)
+}
+
+// identify tells the rules who is calling: the ServiceAccount TokenReview authenticated
+// (caller.serviceAccount), or nobody without authentication (--insecure-no-auth). Nothing the
+// request body says about its caller is taken.
+func (a *API) identify(c *gate.Call, caller string) *gate.Call {
+	if a.Auth != nil {
+		c.Caller.ServiceAccount = caller
+	}
+	return c
 }
 
 // gateFailureReasons are what callers are told of the gate's own failures. The reasons the
