@@ -25,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -34,6 +35,7 @@ import (
 	"github.com/intutic/gate-operator/controllers"
 	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/egress"
+	"github.com/intutic/gate-operator/internal/webhook"
 )
 
 func main() {
@@ -67,6 +69,11 @@ type settings struct {
 	clusterCIDRs   []netip.Prefix
 	bootstrap      bootstrap.Options
 	confirmerImage string
+	// webhooks are served when webhooks.Port is not 0.
+	webhooks webhook.Options
+	// rerun lets a process run the manager more than once (its tests do): controller names are
+	// then not held unique process-wide.
+	rerun bool
 }
 
 // parseFlags binds the manager's flags to fs, parses args and validates them; every error
@@ -96,6 +103,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	fs.StringVar(&serviceCIDRs, "service-cidrs", egress.DefaultClusterCIDRs, "the cluster's Service ranges, comma-separated: an allowed host's DNS answer inside them is dropped (allowedCIDRs may still cover them); the default, the private ranges, holds most clusters' ranges (docs/egress-carve-outs.md)")
 	fs.StringVar(&podCIDRs, "pod-cidrs", egress.DefaultClusterCIDRs, "the cluster's Pod ranges, comma-separated, treated like --service-cidrs")
 	fs.StringVar(&s.confirmerImage, "confirmer-image", "ghcr.io/intutic/gate-confirmer:v0.1.0", "image of the confirmer Deployments, unless a SessionConfirmer sets spec.image")
+	webhookText := bindWebhookFlags(fs, &s.webhooks)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -143,6 +151,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		s.resolver = &egress.DNSResolver{Servers: []string{nameserver}, Timeout: 2 * time.Second}
 	} else if s.resolver, err = egress.NewDNSResolver(resolvConf); err != nil {
 		return nil, fmt.Errorf("--resolv-conf: %w", err)
+	}
+	if err := checkWebhookFlags(&s, webhookText); err != nil {
+		return nil, err
 	}
 	return &s, nil
 }
@@ -207,13 +218,19 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 	if err := gatev1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	var webhooks *webhook.Server
+	if s.webhooks.Port != 0 {
+		webhooks = webhook.NewServer(s.webhooks)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
+		WebhookServer:          webhookServer(webhooks),
 		Metrics:                metricsOptions(s),
 		HealthProbeBindAddress: s.probeAddr,
 		LeaderElection:         s.leaderElect,
 		LeaderElectionID:       "gate-operator.gate.intutic.io",
 		Cache:                  cacheOptions(s.namespaces),
+		Controller:             config.Controller{SkipNameValidation: &s.rerun},
 		Client: client.Options{Cache: &client.CacheOptions{
 			// Secrets are never read through a cache.
 			DisableFor: []client.Object{&corev1.Secret{}},
@@ -241,6 +258,12 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if webhooks != nil {
+		// Every replica serves the webhooks, leader or not; policies are read live.
+		if err := webhooks.SetupWithManager(mgr, mgr.GetAPIReader()); err != nil {
+			return err
+		}
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
@@ -248,6 +271,7 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 		return err
 	}
 	ctrl.Log.Info("starting manager", "metrics", s.metricsAddr, "metricsSecure", s.metricsSecure, "probes", s.probeAddr,
-		"leaderElect", s.leaderElect, "namespaces", s.namespaces, "gateHookPath", s.bootstrap.HookBin)
+		"leaderElect", s.leaderElect, "namespaces", s.namespaces, "gateHookPath", s.bootstrap.HookBin,
+		"webhookPort", s.webhooks.Port, "webhookCerts", s.webhooks.Certs.Mode)
 	return mgr.Start(ctx)
 }

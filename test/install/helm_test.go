@@ -27,9 +27,10 @@ func TestHelmTemplateDefaults(t *testing.T) {
 	objs := helmTemplate(t)
 
 	wantKinds := []string{
-		"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
+		"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRoleBinding",
 		"CustomResourceDefinition", "CustomResourceDefinition",
-		"Deployment", "Role", "RoleBinding", "Service", "ServiceAccount",
+		"Deployment", "MutatingWebhookConfiguration", "Role", "Role", "RoleBinding", "RoleBinding", "Secret", "Service", "Service",
+		"ServiceAccount", "ValidatingWebhookConfiguration",
 	}
 	if got := kinds(objs); !slices.Equal(got, wantKinds) {
 		t.Fatalf("default values render kinds %v, want %v", got, wantKinds)
@@ -59,7 +60,7 @@ func TestHelmTemplateDefaults(t *testing.T) {
 		}
 	}
 
-	checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: true})
+	checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: true, webhookCerts: true})
 	dep := deployment(t, objs)
 	checkManagerPod(t, dep, managerWant{
 		replicas:       1,
@@ -114,6 +115,13 @@ serviceAccount:
     example.com/role: gate
 podLabels:
   team: platform
+webhook:
+  timeoutSeconds: 5
+  selfManaged:
+    caLifetime: 43800h
+    certLifetime: 720h
+    renewBefore: 240h
+    checkInterval: 30m
 `
 
 func TestHelmTemplateCustomValues(t *testing.T) {
@@ -122,7 +130,7 @@ func TestHelmTemplateCustomValues(t *testing.T) {
 	if crds := ofKind(objs, "CustomResourceDefinition"); len(crds) != 0 {
 		t.Errorf("crds.install false still renders %d CRDs", len(crds))
 	}
-	checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate", metricsAuth: true})
+	checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate", metricsAuth: true, webhookCerts: true})
 	if sa := find(t, objs, "ServiceAccount", "gate"); sa.GetAnnotations()["example.com/role"] != "gate" {
 		t.Errorf("ServiceAccount annotations = %v, want serviceAccount.annotations", sa.GetAnnotations())
 	}
@@ -133,11 +141,18 @@ func TestHelmTemplateCustomValues(t *testing.T) {
 		pullPolicy:     corev1.PullAlways,
 		confirmerImage: "registry.example.com/gate/confirmer:v9.9.8",
 		leaderElect:    true,
-		extraArgs: []string{
+		managerFlags: []string{
 			"--dns-namespace=dns", "--dns-pod-labels=app=coredns",
 			"--resolve-min-interval=10s", "--resolve-max-interval=10m",
-			"--gate-hook-path=/usr/local/bin/gate-hook", "--zap-log-level=debug",
+			"--gate-hook-path=/usr/local/bin/gate-hook",
 		},
+		webhooks: []string{
+			"--webhook-port=9443", "--webhook-certs=self", "--webhook-namespace=" + namespace,
+			"--webhook-service=gate-operator-webhook", "--webhook-secret=gate-operator-webhook-cert", "--webhook-configuration=gate-operator",
+			"--webhook-ca-lifetime=43800h", "--webhook-cert-lifetime=720h", "--webhook-cert-renew-before=240h", "--webhook-cert-check-interval=30m",
+			"--gate-hook-image=registry.example.com/gate/confirmer:v9.9.8",
+		},
+		extraArgs: []string{"--zap-log-level=debug"},
 		resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
@@ -185,7 +200,7 @@ func TestHelmTemplateCustomValues(t *testing.T) {
 
 	t.Run("metrics.secure false", func(t *testing.T) {
 		objs := helmTemplate(t, "--set", "metrics.secure=false", "--set", "serviceMonitor.enabled=true")
-		checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: false})
+		checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: false, webhookCerts: true})
 		checkManagerPod(t, deployment(t, objs), managerWant{
 			replicas: 1, image: defaultImage, confirmerImage: defaultConfirmerImage, metricsInsecure: true,
 			resources: deployment(t, helmTemplate(t)).Spec.Template.Spec.Containers[0].Resources,
@@ -225,6 +240,10 @@ func TestHelmTemplateRejectsInvalidValues(t *testing.T) {
 		{"metrics.secure not a boolean", "metrics:\n  secure: \"false\"\n", "/metrics/secure"},
 		{"unknown metrics key", "metrics:\n  port: 8080\n", "'port' not allowed"},
 		{"relative gate-hook path", "manager:\n  gateHookPath: bin/gate-hook\n", "/manager/gateHookPath"},
+		{"webhook timeout 0", "webhook:\n  timeoutSeconds: 0\n", "/webhook/timeoutSeconds"},
+		{"webhook lifetime not a duration", "webhook:\n  selfManaged:\n    certLifetime: a year\n", "/webhook/selfManaged/certLifetime"},
+		{"cert-manager issuer kind", "webhook:\n  certManager:\n    issuerRef: {name: ca, kind: Vault}\n", "/webhook/certManager/issuerRef/kind"},
+		{"unknown webhook key", "webhook:\n  failurePolicy: Ignore\n", "'failurePolicy' not allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := helm(t, "template", release, "charts/gate-operator", "--namespace", namespace, "-f", writeValues(t, tc.values))

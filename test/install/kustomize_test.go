@@ -33,7 +33,7 @@ func TestKustomizeMatchesChartDefaults(t *testing.T) {
 			t.Errorf("kustomize CRD %s differs from config/crd/bases", crd.GetName())
 		}
 	}
-	checkRBAC(t, kobjs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: true})
+	checkRBAC(t, kobjs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: true, webhookCerts: true})
 
 	kdep := deployment(t, kobjs)
 	hdep := deployment(t, hobjs)

@@ -19,9 +19,24 @@ type managerWant struct {
 	confirmerImage  string
 	metricsInsecure bool // --metrics-secure=false
 	leaderElect     bool
-	namespaces      string // --namespaces, empty: not passed
-	extraArgs       []string
-	resources       corev1.ResourceRequirements
+	namespaces      string   // --namespaces, empty: not passed
+	managerFlags    []string // the manager.* values, as flags
+	// webhooks are the webhook flags; nil is the default install's (self-managed certificates),
+	// unless noWebhooks (webhook.enabled false).
+	webhooks   []string
+	noWebhooks bool
+	extraArgs  []string
+	resources  corev1.ResourceRequirements
+}
+
+// selfManagedWebhookArgs are the webhook flags of an install named gate-operator in gate-system
+// whose manager keeps its webhook certificate.
+func selfManagedWebhookArgs(confirmerImage string) []string {
+	return []string{
+		"--webhook-port=9443", "--webhook-certs=self", "--webhook-namespace=" + namespace,
+		"--webhook-service=gate-operator-webhook", "--webhook-secret=gate-operator-webhook-cert",
+		"--webhook-configuration=gate-operator", "--gate-hook-image=" + confirmerImage,
+	}
 }
 
 func checkManagerPod(t *testing.T, dep *appsv1.Deployment, want managerWant) {
@@ -89,6 +104,7 @@ func checkManagerPod(t *testing.T, dep *appsv1.Deployment, want managerWant) {
 	if ports["metrics"] != 8443 || ports["health"] != 8081 {
 		t.Errorf("container ports %v, want metrics 8443 and health 8081", ports)
 	}
+	checkWebhookMount(t, pod, !want.noWebhooks)
 
 	wantArgs := []string{"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081", "--confirmer-image=" + want.confirmerImage}
 	if want.metricsInsecure {
@@ -100,12 +116,41 @@ func checkManagerPod(t *testing.T, dep *appsv1.Deployment, want managerWant) {
 	if want.namespaces != "" {
 		wantArgs = append(wantArgs, "--namespaces="+want.namespaces)
 	}
+	wantArgs = append(wantArgs, want.managerFlags...)
+	switch {
+	case want.noWebhooks:
+	case want.webhooks == nil:
+		wantArgs = append(wantArgs, selfManagedWebhookArgs(want.confirmerImage)...)
+	default:
+		wantArgs = append(wantArgs, want.webhooks...)
+	}
 	wantArgs = append(wantArgs, want.extraArgs...)
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("manager args = %q, want %q", c.Args, wantArgs)
 	}
 	if !equality.Semantic.DeepEqual(c.Resources, want.resources) {
 		t.Errorf("manager resources = %v, want %v", c.Resources, want.resources)
+	}
+}
+
+// checkWebhookMount checks the webhook port and the certificate Secret's mount: read-only, 0440,
+// and readable by the manager's group (fsGroup), which runs as non-root.
+func checkWebhookMount(t *testing.T, pod corev1.PodSpec, webhooks bool) {
+	t.Helper()
+	c := pod.Containers[0]
+	hasPort := slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "webhook" && p.ContainerPort == 9443 })
+	mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == "webhook-certs" && m.MountPath == "/etc/gate-operator/webhook-certs" && m.ReadOnly
+	})
+	secret := slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {
+		return v.Name == "webhook-certs" && v.Secret != nil && v.Secret.SecretName == "gate-operator-webhook-cert" &&
+			v.Secret.DefaultMode != nil && *v.Secret.DefaultMode == 0o440
+	})
+	if hasPort != webhooks || mounted != webhooks || secret != webhooks {
+		t.Errorf("webhooks %v: port %v, certificate mount %v, Secret volume (0440) %v", webhooks, hasPort, mounted, secret)
+	}
+	if psc := pod.SecurityContext; psc == nil || psc.FSGroup == nil || *psc.FSGroup != 65532 {
+		t.Errorf("pod fsGroup is not 65532 (the manager's group, which must read the certificate Secret): %+v", psc)
 	}
 }
 
@@ -123,9 +168,14 @@ func checkProbe(t *testing.T, which string, p *corev1.Probe, path string) {
 // checkMetricsService finds the metrics Service and checks it serves the pod's metrics port.
 func checkMetricsService(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment) *corev1.Service {
 	t.Helper()
-	svcs := ofKind(objs, "Service")
+	var svcs []*unstructured.Unstructured
+	for _, o := range ofKind(objs, "Service") {
+		if o.GetLabels()["app.kubernetes.io/component"] == "metrics" {
+			svcs = append(svcs, o)
+		}
+	}
 	if len(svcs) != 1 {
-		t.Fatalf("%d Services rendered, want 1 (metrics)", len(svcs))
+		t.Fatalf("%d metrics Services rendered, want 1", len(svcs))
 	}
 	svc := typed[corev1.Service](t, svcs[0])
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "metrics" || svc.Spec.Ports[0].Port != 8443 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {

@@ -19,7 +19,7 @@ import (
 // auth rights, cluster-scoped requests, stay bound cluster-wide.
 func TestHelmTemplateWatchNamespaces(t *testing.T) {
 	objs := helmTemplate(t, "-f", writeValues(t, "watchNamespaces: [a, b]\n"))
-	checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: true, watchNamespaces: []string{"a", "b"}})
+	checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: true, watchNamespaces: []string{"a", "b"}, webhookCerts: true})
 	dep := deployment(t, objs)
 	checkManagerPod(t, dep, managerWant{
 		replicas: 1, image: defaultImage, confirmerImage: defaultConfirmerImage, namespaces: "a,b",
@@ -39,6 +39,9 @@ type rbacWant struct {
 	serviceAccount  string
 	metricsAuth     bool     // the metrics endpoint authenticates and authorizes (metrics.secure)
 	watchNamespaces []string // empty: the manager ClusterRole is bound cluster-wide
+	// webhookCerts: the manager keeps its webhook certificate (webhook.enabled without
+	// certManager), with a Role on its Secret and a ClusterRole on the webhook configurations.
+	webhookCerts bool
 }
 
 // checkRBAC checks the manager's ClusterRole carries exactly the generated rules and is bound to
@@ -120,6 +123,20 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, want rbacWant) {
 			t.Errorf("ClusterRole %s rules %v, want %v", readerRole, reader.Rules, wantReader)
 		}
 	}
+	if want.webhookCerts {
+		webhookRole := want.prefix + "-webhook"
+		wantBound = append(wantBound, webhookRole)
+		wantRoles = append(wantRoles, webhookRole)
+		cr := typed[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", webhookRole))
+		configs := []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"}
+		wantRules := []rbacv1.PolicyRule{
+			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: configs, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: configs, ResourceNames: []string{want.prefix}, Verbs: []string{"update"}},
+		}
+		if !equality.Semantic.DeepEqual(cr.Rules, wantRules) {
+			t.Errorf("ClusterRole %s rules %v, want %v", webhookRole, cr.Rules, wantRules)
+		}
+	}
 	slices.Sort(wantBound)
 	if got := keys(crbs); !slices.Equal(got, wantBound) {
 		t.Errorf("ClusterRoleBindings bind the ClusterRoles %v, want %v", got, wantBound)
@@ -134,27 +151,38 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, want rbacWant) {
 		t.Errorf("ClusterRoles %v, want %v", gotRoles, wantRoles)
 	}
 
-	roles := ofKind(objs, "Role")
-	if len(roles) != 1 {
-		t.Fatalf("%d Roles, want 1 (leader election)", len(roles))
+	wantRoleRules := map[string][]rbacv1.PolicyRule{
+		want.prefix + "-leader-election": {
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		},
 	}
-	role := typed[rbacv1.Role](t, roles[0])
-	wantRules := []rbacv1.PolicyRule{
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-	}
-	if role.Namespace != namespace || !equality.Semantic.DeepEqual(role.Rules, wantRules) {
-		t.Errorf("Role %s/%s rules %v, want %v in %s", role.Namespace, role.Name, role.Rules, wantRules, namespace)
-	}
-	roleRef := rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name}
-	bound := false
-	for _, o := range ofKind(objs, "RoleBinding") {
-		if rb := typed[rbacv1.RoleBinding](t, o); rb.RoleRef == roleRef {
-			bound = rb.Namespace == namespace && slices.Equal(rb.Subjects, subject)
+	if want.webhookCerts {
+		wantRoleRules[want.prefix+"-webhook-cert"] = []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{want.prefix + "-webhook-cert"}, Verbs: []string{"update"}},
 		}
 	}
-	if !bound {
-		t.Errorf("the leader-election Role %s is not bound to %v in %s", role.Name, subject, namespace)
+	roles := ofKind(objs, "Role")
+	if len(roles) != len(wantRoleRules) {
+		t.Fatalf("%d Roles, want %d (%v)", len(roles), len(wantRoleRules), keys(wantRoleRules))
+	}
+	for _, o := range roles {
+		role := typed[rbacv1.Role](t, o)
+		wantRules, ok := wantRoleRules[role.Name]
+		if role.Namespace != namespace || !ok || !equality.Semantic.DeepEqual(role.Rules, wantRules) {
+			t.Errorf("Role %s/%s rules %v, want %v in %s", role.Namespace, role.Name, role.Rules, wantRules, namespace)
+		}
+		roleRef := rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name}
+		bound := false
+		for _, o := range ofKind(objs, "RoleBinding") {
+			if rb := typed[rbacv1.RoleBinding](t, o); rb.RoleRef == roleRef {
+				bound = rb.Namespace == namespace && slices.Equal(rb.Subjects, subject)
+			}
+		}
+		if !bound {
+			t.Errorf("the Role %s is not bound to %v in %s", role.Name, subject, namespace)
+		}
 	}
 	// The manager pod runs as that ServiceAccount.
 	if dep := ofKind(objs, "Deployment"); len(dep) == 1 {

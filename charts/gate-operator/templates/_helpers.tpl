@@ -70,3 +70,30 @@ app.kubernetes.io/component: manager
 {{- define "gate-operator.leaderElect" -}}
 {{- if or (gt (int .Values.replicas) 1) .Values.leaderElection.enabled }}true{{ end }}
 {{- end }}
+
+{{/* The webhooks' Service, and the Secret their serving certificate is kept in. */}}
+{{- define "gate-operator.webhookService" -}}
+{{ include "gate-operator.fullname" . }}-webhook
+{{- end }}
+{{- define "gate-operator.webhookSecret" -}}
+{{ include "gate-operator.fullname" . }}-webhook-cert
+{{- end }}
+
+{{/*
+The namespaces a webhook sees: with watchNamespaces only those (the manager reads policies
+there alone); the pod webhook also never the release namespace or kube-system.
+*/}}
+{{- define "gate-operator.webhookNamespaceSelector" -}}
+{{- $exprs := list }}
+{{- with .Values.watchNamespaces }}
+{{- $exprs = append $exprs (dict "key" "kubernetes.io/metadata.name" "operator" "In" "values" .) }}
+{{- end }}
+{{- if .pods }}
+{{- $exprs = append $exprs (dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" (list .Release.Namespace "kube-system")) }}
+{{- end }}
+{{- if $exprs }}
+namespaceSelector:
+  matchExpressions:
+    {{- toYaml $exprs | nindent 4 }}
+{{- end }}
+{{- end }}

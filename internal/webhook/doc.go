@@ -1,0 +1,16 @@
+// Package webhook is the manager's admission webhooks and their certificates:
+//   - HarnessAgentPolicy create/update is validated with the controller's own recipe
+//     (bootstrap.Build, the gate's CEL environment): a rule that does not compile is refused
+//     with its field path, and what is legal but probably wrong comes back as warnings;
+//   - SessionConfirmer create/update draws a warning when its policyRef names no policy;
+//   - a pod created with the label gate.intutic.io/policy: <name> gets what
+//     docs/examples/sandbox-pod.yaml writes by hand (Inject, pure), or is refused when the
+//     policy does not exist.
+//
+// The serving certificate is self-managed (cert-controller keeps a CA and a certificate in a
+// Secret and the CA in the configurations) or issued by someone else (cert-manager); the
+// server starts on every replica once its certificate is there.
+package webhook
+
+// The pod and SessionConfirmer webhooks read the policy they name from the API server.
+// +kubebuilder:rbac:groups=gate.intutic.io,resources=harnessagentpolicies,verbs=get

@@ -1,0 +1,106 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+)
+
+// PodInjector governs the pods created with the label gate.intutic.io/policy: <name> by adding
+// what docs/examples/sandbox-pod.yaml adds by hand (Inject). A pod whose label names no
+// HarnessAgentPolicy in its namespace is refused, so no pod that asked to be governed starts
+// without the gate.
+type PodInjector struct {
+	// Reader reads policies from the API server, never a cache: a policy applied a moment before
+	// its pods must be found.
+	Reader  client.Reader
+	Options InjectOptions
+}
+
+var _ admission.Handler = (*PodInjector)(nil)
+
+// Handle implements admission.Handler.
+func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create {
+		return admission.Allowed("")
+	}
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err))
+	}
+	name, labelled := pod.Labels[gatev1.LabelPolicy]
+	if !labelled {
+		// The webhook's objectSelector sends only labelled pods; anything else is not ours.
+		return admission.Allowed("")
+	}
+	if errs := validationErrors(name); errs != "" {
+		return admission.Denied(fmt.Sprintf("label %s=%q names no HarnessAgentPolicy: %s", gatev1.LabelPolicy, name, errs))
+	}
+	ns := req.Namespace
+	policy := &gatev1.HarnessAgentPolicy{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, policy); err != nil {
+		if apierrors.IsNotFound(err) {
+			return admission.Denied(fmt.Sprintf("the pod's label %s names HarnessAgentPolicy %q, which does not exist in namespace %s: apply the policy first, or fix the label",
+				gatev1.LabelPolicy, name, ns))
+		}
+		logf.FromContext(ctx).Error(err, "reading the HarnessAgentPolicy a pod names", "namespace", ns, "policy", name)
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("HarnessAgentPolicy %s/%s could not be read, so the pod cannot be governed", ns, name))
+	}
+
+	before, err := json.Marshal(pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	original := pod.DeepCopy()
+	warnings, err := Inject(pod, name, h.Options)
+	if conflict := (*ConflictError)(nil); errors.As(err, &conflict) {
+		return admission.Denied(fmt.Sprintf("the pod cannot be governed by HarnessAgentPolicy %s: %s", name, conflict.Reason))
+	} else if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	warnings = append(warnings, policyWarnings(policy, pod)...)
+	if equality.Semantic.DeepEqual(original, pod) {
+		return admission.Allowed("already governed").WithWarnings(warnings...)
+	}
+	after, err := json.Marshal(pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	// The patch is the difference between the pod as decoded and as injected, both encoded the
+	// same way, so it holds only what Inject changed.
+	return admission.PatchResponseFromRaw(before, after).WithWarnings(warnings...)
+}
+
+// validationErrors says why name cannot be an object's name, or "".
+func validationErrors(name string) string {
+	return strings.Join(validation.IsDNS1123Subdomain(name), "; ")
+}
+
+// policyWarnings are what the pod's author should know about the policy that governs it.
+func policyWarnings(p *gatev1.HarnessAgentPolicy, pod *corev1.Pod) []string {
+	var out []string
+	if p.DeletionTimestamp != nil {
+		out = append(out, fmt.Sprintf("HarnessAgentPolicy %s is being deleted: its bootstrap ConfigMap goes with it, and the pod cannot start without it", p.Name))
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+	if err == nil && !sel.Matches(labels.Set(pod.Labels)) {
+		out = append(out, fmt.Sprintf("the pod's labels do not match spec.podSelector of HarnessAgentPolicy %s (%s): its hook is injected, but its egress NetworkPolicy does not select the pod", p.Name, sel))
+	}
+	return out
+}

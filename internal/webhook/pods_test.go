@@ -1,0 +1,253 @@
+package webhook
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/testutil"
+)
+
+// examplePod reads a pod of docs/examples into namespace ns.
+func examplePod(t *testing.T, name, ns string) *corev1.Pod {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	if err := yaml.UnmarshalStrict(b, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Namespace = ns
+	return pod
+}
+
+// governedNamespace makes a namespace holding the sample policy.
+func governedNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ctx := testutil.Context(t, time.Minute)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, prefix)
+	p := samplePolicy(t)
+	p.Namespace = ns
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// TestLabelledPodIsTheExample: the pod of docs/examples/sandbox-pod-labelled.yaml (the label and
+// nothing else of the gate's) is created exactly as docs/examples/sandbox-pod.yaml, which writes
+// the same pod governed by hand; that one is created unchanged.
+func TestLabelledPodIsTheExample(t *testing.T) {
+	ctx := testutil.Context(t, time.Minute)
+	ns := governedNamespace(t, "inject-")
+
+	labelled := examplePod(t, "sandbox-pod-labelled.yaml", ns)
+	byHand := examplePod(t, "sandbox-pod.yaml", ns)
+	byHand.Name = "by-hand"
+	want := byHand.Spec.DeepCopy()
+	for _, p := range []*corev1.Pod{labelled, byHand} {
+		warnings.take()
+		if err := k8sClient.Create(ctx, p); err != nil {
+			t.Fatalf("creating %s: %v", p.Name, err)
+		}
+		if w := warnings.take(); len(w) > 0 {
+			t.Errorf("creating %s drew warnings %q", p.Name, w)
+		}
+	}
+	if !equality.Semantic.DeepEqual(labelled.Spec, byHand.Spec) {
+		t.Errorf("the labelled pod is not created as sandbox-pod.yaml:\ninjected:\n%s\nby hand:\n%s", toYAML(t, labelled.Spec), toYAML(t, byHand.Spec))
+	}
+	// The gate's parts are exactly the example's (the API server's defaults aside).
+	got := labelled.Spec.InitContainers
+	names := []string{InstallContainerName, EgressWaitContainerName}
+	if len(got) != len(names) || len(want.InitContainers) != len(names) {
+		t.Fatalf("init containers %s, want the example's %s", toYAML(t, got), toYAML(t, want.InitContainers))
+	}
+	for i, name := range names {
+		if got[i].Name != name || got[i].Image != want.InitContainers[i].Image || !slices.Equal(got[i].Command, want.InitContainers[i].Command) ||
+			!equality.Semantic.DeepEqual(got[i].VolumeMounts, want.InitContainers[i].VolumeMounts) ||
+			!equality.Semantic.DeepEqual(got[i].SecurityContext, want.InitContainers[i].SecurityContext) {
+			t.Errorf("init container %d %s, want the example's %s", i, toYAML(t, got[i]), toYAML(t, want.InitContainers[i]))
+		}
+	}
+	if got := labelled.Spec.Containers[0].VolumeMounts; !equality.Semantic.DeepEqual(got, want.Containers[0].VolumeMounts) {
+		t.Errorf("agent mounts %s, want %s", toYAML(t, got), toYAML(t, want.Containers[0].VolumeMounts))
+	}
+}
+
+// TestUnlabelledPodUntouched: a pod without the label never reaches the webhook.
+func TestUnlabelledPodUntouched(t *testing.T) {
+	ctx := testutil.Context(t, time.Minute)
+	ns := governedNamespace(t, "unlabelled-")
+	pod := examplePod(t, "sandbox-pod-labelled.yaml", ns)
+	delete(pod.Labels, gatev1.LabelPolicy)
+	pod.Labels["app"] = "other"
+	sent := pod.Spec.DeepCopy()
+	if err := k8sClient.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if len(pod.Spec.InitContainers) != 0 || len(pod.Spec.Volumes) != 0 || len(pod.Spec.Containers[0].VolumeMounts) != 0 {
+		t.Errorf("an unlabelled pod was changed: sent\n%s\ngot\n%s", toYAML(t, sent), toYAML(t, pod.Spec))
+	}
+}
+
+// TestPodNamingAMissingPolicyRefused: a pod whose label names no policy in its namespace is
+// refused, saying which; so is one whose label is not a name.
+func TestPodNamingAMissingPolicyRefused(t *testing.T) {
+	ctx := testutil.Context(t, time.Minute)
+	ns := governedNamespace(t, "missing-")
+	pod := examplePod(t, "sandbox-pod-labelled.yaml", ns)
+	pod.Labels[gatev1.LabelPolicy] = "codign-agents"
+	err := k8sClient.Create(ctx, pod)
+	if err == nil {
+		t.Fatal("a pod naming a missing policy was created")
+	}
+	if want := `names HarnessAgentPolicy "codign-agents", which does not exist in namespace ` + ns; !strings.Contains(err.Error(), want) {
+		t.Errorf("refusal %q does not say %q", err, want)
+	}
+	pod.Labels[gatev1.LabelPolicy] = ""
+	if err := k8sClient.Create(ctx, pod); err == nil || !strings.Contains(err.Error(), "names no HarnessAgentPolicy") {
+		t.Errorf("a pod labelled with an empty policy name: %v", err)
+	}
+}
+
+// TestPodInjectionLeavesWhatItDidNotAdd: the pod's own init containers get nothing, containers
+// listed in the skip annotation get nothing, and the gate's init container runs first.
+func TestPodInjectionLeavesWhatItDidNotAdd(t *testing.T) {
+	ctx := testutil.Context(t, time.Minute)
+	ns := governedNamespace(t, "skip-")
+	pod := examplePod(t, "sandbox-pod-labelled.yaml", ns)
+	pod.Annotations = map[string]string{AnnotationSkipContainers: "proxy, nothing-by-that-name"}
+	restricted := *pod.Spec.Containers[0].SecurityContext
+	pod.Spec.InitContainers = []corev1.Container{{Name: "clone", Image: "registry.example/git:1", SecurityContext: &restricted}}
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "proxy", Image: "registry.example/proxy:1", SecurityContext: &restricted})
+	warnings.take()
+	if err := k8sClient.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	names := func(cs []corev1.Container) (out []string) {
+		for _, c := range cs {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+	if got := names(pod.Spec.InitContainers); !slices.Equal(got, []string{InstallContainerName, "clone", EgressWaitContainerName}) {
+		t.Errorf("init containers %v, want install-gate-hook before the pod's own and the egress wait after them", got)
+	}
+	if m := pod.Spec.InitContainers[1].VolumeMounts; len(m) != 0 {
+		t.Errorf("the pod's own init container got mounts %v", m)
+	}
+	if m := pod.Spec.Containers[1].VolumeMounts; len(m) != 0 {
+		t.Errorf("the skipped container got mounts %v", m)
+	}
+	if m := pod.Spec.Containers[0].VolumeMounts; len(m) != 3 {
+		t.Errorf("the agent got mounts %v, want the gate's three", m)
+	}
+	if w := warnings.take(); len(w) != 1 || !strings.Contains(w[0], `"nothing-by-that-name", which is not a container of this pod`) {
+		t.Errorf("warnings %q, want one about the unknown name in the annotation", w)
+	}
+}
+
+// TestPodConflictsRefused: a pod that mounts something else where the gate mounts its bundle,
+// or whose gate volume is another policy's, is refused rather than governed in part.
+func TestPodConflictsRefused(t *testing.T) {
+	ctx := testutil.Context(t, time.Minute)
+	ns := governedNamespace(t, "conflict-")
+
+	pod := examplePod(t, "sandbox-pod-labelled.yaml", ns)
+	pod.Spec.Volumes = []corev1.Volume{{Name: "settings", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "settings", MountPath: "/etc/claude-code/managed-settings.json", SubPath: "x"}}
+	err := k8sClient.Create(ctx, pod)
+	if err == nil || !strings.Contains(err.Error(), "container agent mounts volume settings (a sub-path of it) at /etc/claude-code/managed-settings.json, inside /etc/claude-code") {
+		t.Errorf("a mount over the managed settings: %v", err)
+	}
+
+	pod = examplePod(t, "sandbox-pod.yaml", ns)
+	pod.Spec.Volumes[1].Projected.Sources[0].ConfigMap.Name = "other-policy-bootstrap"
+	err = k8sClient.Create(ctx, pod)
+	if err == nil || !strings.Contains(err.Error(), "volume gate-hooks must hold ConfigMap coding-agents-bootstrap") {
+		t.Errorf("another policy's bundle under the gate's volume name: %v", err)
+	}
+}
+
+// TestSecondPassIsNoOp: the webhook run again on the pod it injected (reinvocationPolicy
+// IfNeeded), or on the example written by hand, answers with no patch.
+func TestSecondPassIsNoOp(t *testing.T) {
+	p := samplePolicy(t)
+	h := &PodInjector{
+		Reader:  fake.NewClientBuilder().WithScheme(scheme).WithObjects(p).Build(),
+		Options: InjectOptions{GateHookImage: testGateHookImage},
+	}
+	first := h.Handle(t.Context(), createRequest(t, examplePod(t, "sandbox-pod-labelled.yaml", p.Namespace)))
+	if !first.Allowed || len(first.Patches) == 0 {
+		t.Fatalf("first pass: allowed %v, %d patches", first.Allowed, len(first.Patches))
+	}
+	injected := examplePod(t, "sandbox-pod-labelled.yaml", p.Namespace)
+	if _, err := Inject(injected, p.Name, h.Options); err != nil {
+		t.Fatal(err)
+	}
+	for name, pod := range map[string]*corev1.Pod{"injected": injected, "sandbox-pod.yaml": examplePod(t, "sandbox-pod.yaml", p.Namespace)} {
+		resp := h.Handle(t.Context(), createRequest(t, pod))
+		if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Patch) != 0 {
+			t.Errorf("%s: allowed %v, patches %v", name, resp.Allowed, resp.Patches)
+		}
+	}
+}
+
+func createRequest(t *testing.T, pod *corev1.Pod) admission.Request {
+	t.Helper()
+	b, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Create, Namespace: pod.Namespace, Object: runtime.RawExtension{Raw: b},
+	}}
+}
+
+// TestInjectHonoursTheManagerPaths: --bootstrap-mount-dir and --gate-hook-path move the mounts
+// and the install directory together.
+func TestInjectHonoursTheManagerPaths(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{gatev1.LabelPolicy: "p"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent"}}}}
+	o := InjectOptions{GateHookImage: "img"}
+	o.Bootstrap.MountDir, o.Bootstrap.HookBin = "/gate/hooks", "/gate/bin/gate-hook"
+	if _, err := Inject(pod, "p", o); err != nil {
+		t.Fatal(err)
+	}
+	if c := pod.Spec.InitContainers[0]; !slices.Equal(c.Command, []string{"/gate-hook", "--install", "/gate/bin"}) || c.VolumeMounts[0].MountPath != "/gate/bin" {
+		t.Errorf("install container %+v", c)
+	}
+	var paths []string
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		paths = append(paths, m.MountPath)
+	}
+	if !slices.Equal(paths, []string{"/gate/bin", "/gate/hooks", ManagedSettingsDir}) {
+		t.Errorf("mounts at %v", paths)
+	}
+}
+
+func toYAML(t *testing.T, v any) string {
+	t.Helper()
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}

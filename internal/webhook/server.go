@@ -1,0 +1,144 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/intutic/gate-operator/internal/bootstrap"
+)
+
+// The paths the webhooks are served at; config/webhook and the chart's webhook configurations
+// name the same (a test holds them together).
+const (
+	PolicyPath    = "/validate-harnessagentpolicy"
+	ConfirmerPath = "/validate-sessionconfirmer"
+	PodPath       = "/mutate-pod"
+)
+
+// Options configure the manager's webhooks.
+type Options struct {
+	// Port the webhook server listens on (HTTPS).
+	Port int
+	// Host it binds, "" for every address.
+	Host string
+	// Certs says where the serving certificate comes from.
+	Certs CertOptions
+	// Bootstrap are the manager's bundle options: the policy webhook judges bundles as the
+	// controller renders them, and the pod webhook mounts them where they say.
+	Bootstrap bootstrap.Options
+	// GateHookImage is the image the injected install-gate-hook init container runs.
+	GateHookImage string
+}
+
+// Server is the manager's webhook server: controller-runtime's, started only once its serving
+// certificate is in place (until then /readyz fails, so no admission request reaches a replica
+// that cannot answer it). Every replica serves, leader or not.
+type Server struct {
+	ctrlwebhook.Server
+	opts  Options
+	ready chan struct{}
+}
+
+// NewServer returns the server to pass as ctrl.Options.WebhookServer; SetupWithManager then
+// wires the certificates and the handlers.
+func NewServer(o Options) *Server {
+	return &Server{
+		Server: ctrlwebhook.NewServer(ctrlwebhook.Options{
+			Host:    o.Host,
+			Port:    o.Port,
+			CertDir: o.Certs.Dir,
+			// HTTP/1.1 only, as for the metrics endpoint: the API server is the only client, and
+			// HTTP/2's stream resets (CVE-2023-44487, CVE-2023-39325) need not be reachable.
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+		}),
+		opts:  o,
+		ready: make(chan struct{}),
+	}
+}
+
+// Start serves once the certificate is in place; it implements manager.Runnable.
+func (s *Server) Start(ctx context.Context) error {
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil
+	}
+	return s.Server.Start(ctx)
+}
+
+// SetupWithManager manages the serving certificate (the rotator, or a wait for the files another
+// issuer writes), registers the three webhooks with reader for the policies they look up (the
+// manager's API reader: never a cache), and adds the server's readiness to /readyz.
+func (s *Server) SetupWithManager(mgr manager.Manager, reader client.Reader) error {
+	// The manager starts its webhook server once asked for it, and this must be that server.
+	if mgr.GetWebhookServer() != ctrlwebhook.Server(s) {
+		return errors.New("the webhook server is not the manager's: pass it as ctrl.Options.WebhookServer")
+	}
+	switch s.opts.Certs.Mode {
+	case CertsSelf:
+		if err := addRotator(mgr, s.opts.Certs, s.ready); err != nil {
+			return err
+		}
+	case CertsExternal:
+		if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+			return waitForFiles(ctx, s.opts.Certs.Dir, s.ready)
+		})); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown certificate mode %q", s.opts.Certs.Mode)
+	}
+	s.Register(PolicyPath, &admission.Webhook{Handler: &PolicyValidator{Bootstrap: s.opts.Bootstrap}})
+	s.Register(ConfirmerPath, &admission.Webhook{Handler: &ConfirmerValidator{Reader: reader}})
+	s.Register(PodPath, &admission.Webhook{Handler: &PodInjector{Reader: reader, Options: InjectOptions{
+		Bootstrap: s.opts.Bootstrap, GateHookImage: s.opts.GateHookImage,
+	}}})
+	return mgr.AddReadyzCheck("webhook", s.StartedChecker())
+}
+
+// waitForFiles closes ready once dir holds tls.crt and tls.key (written by cert-manager, say),
+// checking every second; a mounted Secret is usually there at once.
+func waitForFiles(ctx context.Context, dir string, ready chan struct{}) error {
+	log := logf.FromContext(ctx).WithName("webhook-certs")
+	for logged := false; ; {
+		if filesExist(dir, "tls.crt", "tls.key") {
+			close(ready)
+			return nil
+		}
+		if !logged {
+			log.Info("waiting for the webhook serving certificate", "dir", dir)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func filesExist(dir string, names ...string) bool {
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// everyReplica is a runnable that runs on every replica, not only the leader.
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+func (everyReplica) NeedLeaderElection() bool          { return false }

@@ -1,0 +1,241 @@
+package webhook
+
+// The webhook tests run the three webhooks in a manager, served over TLS on a random port,
+// behind the configurations of config/webhook/webhooks.yaml registered with a real
+// kube-apiserver (envtest's WebhookInstallOptions point them at the local server and give them
+// a CA): every admission below is the API server calling the webhook. There is no kubelet and
+// no controller here, so pods are created and never run.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/apiservertest"
+)
+
+// testGateHookImage is the image the examples name, so an injected pod can equal them.
+const testGateHookImage = "ghcr.io/intutic/gate-confirmer:v0.1.0"
+
+var (
+	// testConfig is the API server's admin config.
+	testConfig *rest.Config
+	// k8sClient talks to the API server directly; warnings collects what it is warned.
+	k8sClient client.Client
+	warnings  = &warningCollector{}
+	scheme    = runtime.NewScheme()
+	repoRoot  string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.Level(zapLevel()))))
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = gatev1.AddToScheme(scheme)
+	var err error
+	if repoRoot, err = apiservertest.RepoRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env, err := apiservertest.Environment(true)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	validating, mutating, err := readWebhookConfigurations(filepath.Join(repoRoot, "config", "webhook", "webhooks.yaml"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env.WebhookInstallOptions = envtest.WebhookInstallOptions{ValidatingWebhooks: validating, MutatingWebhooks: mutating}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		return 1
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+		}
+	}()
+
+	wo := env.WebhookInstallOptions
+	srv := NewServer(Options{
+		Host:          wo.LocalServingHost,
+		Port:          wo.LocalServingPort,
+		Certs:         CertOptions{Mode: CertsExternal, Dir: wo.LocalServingCertDir},
+		GateHookImage: testGateHookImage,
+	})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		WebhookServer:          srv,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := srv.SetupWithManager(mgr, mgr.GetAPIReader()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done, stopped := make(chan error, 1), make(chan struct{})
+	go func() {
+		done <- mgr.Start(ctx)
+		close(stopped)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "the manager stopped:", err)
+		}
+	}()
+
+	// The policy webhooks fail open (failurePolicy Ignore): no test may run before they serve.
+	if err := waitServing(ctx, srv, stopped); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	testConfig = rest.CopyConfig(cfg)
+	testConfig.WarningHandlerWithContext = warnings
+	if k8sClient, err = client.New(testConfig, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// waitServing waits until the webhook server answers TLS, or the manager stops.
+func waitServing(ctx context.Context, srv *Server, stopped <-chan struct{}) error {
+	check := srv.StartedChecker()
+	deadline := time.After(time.Minute)
+	for check(nil) != nil {
+		select {
+		case <-stopped:
+			return errors.New("the manager stopped before the webhooks served")
+		case <-deadline:
+			return fmt.Errorf("the webhooks do not serve: %v", check(nil))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func zapLevel() int8 {
+	if os.Getenv("TEST_VERBOSE_LOGS") != "" {
+		return -1
+	}
+	return 2 // errors only
+}
+
+// readWebhookConfigurations reads the configurations the install ships. envtest points each
+// webhook's Service at the local server as https://<host:port>/<path>, so the paths lose their
+// leading slash here.
+func readWebhookConfigurations(path string) ([]*admissionregv1.ValidatingWebhookConfiguration, []*admissionregv1.MutatingWebhookConfiguration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var validating []*admissionregv1.ValidatingWebhookConfiguration
+	var mutating []*admissionregv1.MutatingWebhookConfiguration
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			return nil, nil, err
+		}
+		switch meta.Kind {
+		case "ValidatingWebhookConfiguration":
+			v := &admissionregv1.ValidatingWebhookConfiguration{}
+			if err := yaml.UnmarshalStrict(doc, v); err != nil {
+				return nil, nil, err
+			}
+			for i := range v.Webhooks {
+				trimPath(&v.Webhooks[i].ClientConfig)
+			}
+			validating = append(validating, v)
+		case "MutatingWebhookConfiguration":
+			m := &admissionregv1.MutatingWebhookConfiguration{}
+			if err := yaml.UnmarshalStrict(doc, m); err != nil {
+				return nil, nil, err
+			}
+			for i := range m.Webhooks {
+				trimPath(&m.Webhooks[i].ClientConfig)
+			}
+			mutating = append(mutating, m)
+		case "":
+		default:
+			return nil, nil, fmt.Errorf("%s: unexpected kind %s", path, meta.Kind)
+		}
+	}
+	if len(validating) != 1 || len(mutating) != 1 {
+		return nil, nil, fmt.Errorf("%s: want one validating and one mutating configuration, got %d and %d", path, len(validating), len(mutating))
+	}
+	return validating, mutating, nil
+}
+
+func trimPath(cc *admissionregv1.WebhookClientConfig) {
+	if cc.Service != nil && cc.Service.Path != nil {
+		p := strings.TrimPrefix(*cc.Service.Path, "/")
+		cc.Service.Path = &p
+	}
+}
+
+// warningCollector records the API server's warnings (the Warning response header).
+type warningCollector struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warningCollector) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+// take returns the warnings seen since the last take. Tests that read warnings do not run in
+// parallel.
+func (w *warningCollector) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := w.seen
+	w.seen = nil
+	return seen
+}

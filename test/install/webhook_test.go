@@ -1,0 +1,145 @@
+package install_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/intutic/gate-operator/internal/webhook"
+)
+
+// TestWebhookConfigurations: the chart's default webhook configurations are config/webhook's,
+// labels aside, and serve the paths internal/webhook registers; no caBundle is shipped (the
+// manager injects its own CA); the pod webhook fails closed, reinvokes, and sees only labelled
+// pods outside the operator's namespace and kube-system; the policy webhooks fail open.
+func TestWebhookConfigurations(t *testing.T) {
+	kobjs, hobjs := kustomize(t), helmTemplate(t)
+	kv, km := webhookConfigurations(t, kobjs)
+	hv, hm := webhookConfigurations(t, hobjs)
+	if !equality.Semantic.DeepEqual(kv.Webhooks, hv.Webhooks) || !equality.Semantic.DeepEqual(km.Webhooks, hm.Webhooks) {
+		t.Errorf("the chart's webhook configurations differ from config/webhook:\nkustomize:\n%s%s\nhelm:\n%s%s",
+			toYAML(t, kv.Webhooks), toYAML(t, km.Webhooks), toYAML(t, hv.Webhooks), toYAML(t, hm.Webhooks))
+	}
+	paths := map[string]string{}
+	for _, w := range kv.Webhooks {
+		paths[w.Name] = *w.ClientConfig.Service.Path
+		if *w.FailurePolicy != admissionregv1.Ignore {
+			t.Errorf("%s failurePolicy %s, want Ignore (the controller's status is the safety net)", w.Name, *w.FailurePolicy)
+		}
+		if len(w.ClientConfig.CABundle) > 0 {
+			t.Errorf("%s ships a caBundle", w.Name)
+		}
+	}
+	pods := km.Webhooks[0]
+	paths[pods.Name] = *pods.ClientConfig.Service.Path
+	want := map[string]string{
+		"harnessagentpolicies.gate.intutic.io": webhook.PolicyPath,
+		"sessionconfirmers.gate.intutic.io":    webhook.ConfirmerPath,
+		"pods.gate.intutic.io":                 webhook.PodPath,
+	}
+	if !equality.Semantic.DeepEqual(paths, want) {
+		t.Errorf("webhook paths %v, want internal/webhook's %v", paths, want)
+	}
+	if *pods.FailurePolicy != admissionregv1.Fail || *pods.ReinvocationPolicy != admissionregv1.IfNeededReinvocationPolicy || len(pods.ClientConfig.CABundle) > 0 {
+		t.Errorf("pod webhook: failurePolicy %s, reinvocationPolicy %s, caBundle %d bytes", *pods.FailurePolicy, *pods.ReinvocationPolicy, len(pods.ClientConfig.CABundle))
+	}
+	wantObjects := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gate.intutic.io/policy", Operator: metav1.LabelSelectorOpExists}}}
+	wantNamespaces := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{namespace, "kube-system"}}}}
+	if !equality.Semantic.DeepEqual(pods.ObjectSelector, wantObjects) || !equality.Semantic.DeepEqual(pods.NamespaceSelector, wantNamespaces) {
+		t.Errorf("pod webhook selectors: objects %v, namespaces %v", pods.ObjectSelector, pods.NamespaceSelector)
+	}
+	for _, o := range append(ofKind(hobjs, "ValidatingWebhookConfiguration"), ofKind(hobjs, "MutatingWebhookConfiguration")...) {
+		if len(o.GetAnnotations()) > 0 {
+			t.Errorf("%s carries annotations %v without cert-manager", o.GetKind(), o.GetAnnotations())
+		}
+	}
+	svc := find(t, hobjs, "Service", "gate-operator-webhook")
+	if port, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports"); len(port) != 1 || port[0].(map[string]any)["targetPort"] != "webhook" {
+		t.Errorf("webhook Service ports %v", port)
+	}
+	if s := find(t, hobjs, "Secret", "gate-operator-webhook-cert"); s.Object["data"] != nil {
+		t.Errorf("the webhook Secret ships data")
+	}
+
+	t.Run("watchNamespaces", func(t *testing.T) {
+		v, m := webhookConfigurations(t, helmTemplate(t, "--set", "watchNamespaces={a,b}"))
+		in := metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}
+		for _, w := range v.Webhooks {
+			if w.NamespaceSelector == nil || !equality.Semantic.DeepEqual(w.NamespaceSelector.MatchExpressions, []metav1.LabelSelectorRequirement{in}) {
+				t.Errorf("%s namespaceSelector %v, want only a and b", w.Name, w.NamespaceSelector)
+			}
+		}
+		if got := m.Webhooks[0].NamespaceSelector.MatchExpressions; !equality.Semantic.DeepEqual(got, append([]metav1.LabelSelectorRequirement{in}, wantNamespaces.MatchExpressions...)) {
+			t.Errorf("pod webhook namespaceSelector %v", got)
+		}
+	})
+
+	t.Run("certManager", func(t *testing.T) {
+		objs := helmTemplate(t, "--set", "webhook.certManager.enabled=true")
+		checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: true})
+		checkManagerPod(t, deployment(t, objs), managerWant{
+			replicas: 1, image: defaultImage, confirmerImage: defaultConfirmerImage,
+			webhooks:  []string{"--webhook-port=9443", "--webhook-certs=external", "--gate-hook-image=" + defaultConfirmerImage},
+			resources: deployment(t, helmTemplate(t)).Spec.Template.Spec.Containers[0].Resources,
+		})
+		if s := ofKind(objs, "Secret"); len(s) != 0 {
+			t.Errorf("cert-manager writes the Secret, but the chart renders %d", len(s))
+		}
+		for _, o := range append(ofKind(objs, "ValidatingWebhookConfiguration"), ofKind(objs, "MutatingWebhookConfiguration")...) {
+			if got := o.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != namespace+"/gate-operator-webhook" {
+				t.Errorf("%s inject-ca-from %q", o.GetKind(), got)
+			}
+		}
+		cert := find(t, objs, "Certificate", "gate-operator-webhook")
+		secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+		dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+		issuer, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
+		if secretName != "gate-operator-webhook-cert" || !slices.Contains(dns, "gate-operator-webhook."+namespace+".svc") || issuer != "gate-operator-webhook-ca" {
+			t.Errorf("serving Certificate: secret %q, dnsNames %v, issuer %q", secretName, dns, issuer)
+		}
+		if isCA, _, _ := unstructured.NestedBool(find(t, objs, "Certificate", "gate-operator-webhook-ca").Object, "spec", "isCA"); !isCA {
+			t.Errorf("the chart's CA Certificate is not a CA")
+		}
+		find(t, objs, "Issuer", "gate-operator-webhook-selfsigned")
+		find(t, objs, "Issuer", "gate-operator-webhook-ca")
+
+		objs = helmTemplate(t, "--set", "webhook.certManager.enabled=true", "--set", "webhook.certManager.issuerRef.name=corp-ca", "--set", "webhook.certManager.issuerRef.kind=ClusterIssuer")
+		if n := len(ofKind(objs, "Issuer")) + len(ofKind(objs, "Certificate")); n != 1 {
+			t.Errorf("with issuerRef the chart renders %d Issuers and Certificates, want the serving Certificate alone", n)
+		}
+		kind, _, _ := unstructured.NestedString(find(t, objs, "Certificate", "gate-operator-webhook").Object, "spec", "issuerRef", "kind")
+		if kind != "ClusterIssuer" {
+			t.Errorf("issuerRef kind %q", kind)
+		}
+	})
+
+	t.Run("disabled", func(t *testing.T) {
+		objs := helmTemplate(t, "--set", "webhook.enabled=false")
+		for _, o := range objs {
+			if strings.Contains(o.GetKind(), "Webhook") || strings.Contains(o.GetName(), "webhook") || o.GetKind() == "Secret" {
+				t.Errorf("webhook.enabled false renders %s %s", o.GetKind(), o.GetName())
+			}
+		}
+		checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: true})
+		checkManagerPod(t, deployment(t, objs), managerWant{
+			replicas: 1, image: defaultImage, confirmerImage: defaultConfirmerImage, noWebhooks: true,
+			resources: deployment(t, helmTemplate(t)).Spec.Template.Spec.Containers[0].Resources,
+		})
+	})
+}
+
+func webhookConfigurations(t *testing.T, objs []*unstructured.Unstructured) (*admissionregv1.ValidatingWebhookConfiguration, *admissionregv1.MutatingWebhookConfiguration) {
+	t.Helper()
+	v := ofKind(objs, "ValidatingWebhookConfiguration")
+	m := ofKind(objs, "MutatingWebhookConfiguration")
+	if len(v) != 1 || len(m) != 1 {
+		t.Fatalf("%d validating and %d mutating webhook configurations, want one each", len(v), len(m))
+	}
+	return typed[admissionregv1.ValidatingWebhookConfiguration](t, v[0]), typed[admissionregv1.MutatingWebhookConfiguration](t, m[0])
+}
