@@ -5,7 +5,9 @@
 # bin/node/<name>-<version>/. A component whose directory holds all of its binaries is never
 # rebuilt. A static busybox is unpacked from Debian's busybox-static for the test images.
 # Debian's runc, iptables, nftables, conntrack and ipset are installed with apt-get when
-# missing. Versions and the reasons for each choice: ../shared/design/LOCAL-NODE.md.
+# missing. Why these: kubelet 1.37 needs containerd 2.x (Debian's 1.6 is too old); kube-router
+# because kube-network-policies needs nfqueue, which these kernels lack; v2.1.0 is the only
+# kube-router release the module proxy serves, with reported security flaws: test use only.
 #
 # Usage: hack/build-node.sh            build what is missing
 #        hack/build-node.sh --print    print the directories the node scripts read (for callers)

@@ -1,8 +1,7 @@
 # shellcheck shell=bash
 # The local node: containerd with Debian's runc, kubelet, kube-proxy (nftables), the CNI bridge
 # and kube-router as the NetworkPolicy enforcer, next to the control plane of local-cluster.sh.
-# Sourced by hack/local-cluster.sh; the facts behind every setting are in
-# ../shared/design/LOCAL-NODE.md.
+# Sourced by hack/local-cluster.sh.
 #
 # Addresses: everything lives in 198.18.0.0/15 (reserved for network testing, outside the
 # private ranges), on a bridge the run creates. An nftables table drops any packet from or to
@@ -72,6 +71,19 @@ NFT
   echo 1 >/proc/sys/net/ipv4/ip_forward
 }
 
+# node_config writes the configuration of containerd, the CNI bridge, kubelet and kube-proxy.
+# Settings each of them needs on these machines (Firecracker VM, cgroup v1, root without
+# CAP_SYS_RESOURCE):
+# - containerd: restrict_oom_score_adj, or every sandbox fails with "can't get final child's
+#   PID from pipe" (root cannot lower oom_score_adj here); cgroupfs, Debian's runc, no NRI, the
+#   locally built pause image pinned as the sandbox image, network namespaces and CNI files
+#   under the state directory so that stop finds them.
+# - kubelet: failCgroupV1 false and cgroupDriver cgroupfs (cgroup v1, no systemd); no swap
+#   check; no iptables utility chains (kube-proxy runs nftables); no eviction thresholds and no
+#   local storage isolation (the VM's disk and memory are not a node's); image GC off, since
+#   nothing could pull an image it removed; client certificates for the API server's calls.
+# - kube-proxy: nftables mode; it leaves conntrack sysctls alone (nothing to restore).
+# - CNI: a bridge that is the pods' gateway, without masquerade (no pod address may leave).
 node_config() {
   local d="${NODE_DIR}"
   mkdir -p "${d}/containerd" "${d}/cni/conf" "${d}/cni/ipam" "${d}/kubelet" "${d}/pod-logs"
@@ -289,7 +301,7 @@ stop_pid() { # NAME: SIGTERM the recorded PID, SIGKILL after 10 s
 }
 
 # node_stop removes the node's pods, processes and every trace start left, in the order
-# LOCAL-NODE.md found necessary.
+# teardown needs.
 node_stop() {
   node_dirs
   [[ -d "${NODE_DIR}" ]] || return 0
