@@ -85,7 +85,9 @@ func confirmerArgs(sc *gatev1.SessionConfirmer, p *gatev1.HarnessAgentPolicy, mo
 		c.WebhookSigningKeyFile = path.Join(webhookMountDir, w.SigningKeySecretRef.Key)
 	}
 	if replicas > 1 {
-		c.LeaderElect, c.LeaderElectionNamespace, c.LeaderElectionID = true, sc.Namespace, confirmerName(sc)
+		// The replicas share the sessions (replicas are capacity, not only standby), through
+		// a members Lease named like the Role allows: <name>-confirmer.
+		c.MembersLease, c.LeaderElectionNamespace = confirmerName(sc), sc.Namespace
 	}
 	return c.Args()
 }
@@ -138,7 +140,7 @@ func (r *SessionConfirmerReconciler) desiredDeployment(sc *gatev1.SessionConfirm
 	container.WithResources(resourcesOf(sc.Spec.Resources))
 	pod := corev1ac.PodSpec().
 		WithServiceAccountName(name).
-		// The token is mounted only because TokenReview and the leader-election Lease need it.
+		// The token is mounted only because TokenReview and the members Lease need it.
 		WithAutomountServiceAccountToken(true).
 		WithSecurityContext(corev1ac.PodSecurityContext().
 			WithRunAsNonRoot(true).
@@ -198,8 +200,10 @@ func (r *SessionConfirmerReconciler) applyConfirmer(ctx context.Context, sc *gat
 	}{
 		{corev1ac.ServiceAccount(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(controllerReference(sc, "SessionConfirmer")), &corev1.ServiceAccount{}},
 		{rbacv1ac.Role(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(controllerReference(sc, "SessionConfirmer")).
-			// Only its own Lease: create cannot be limited by name (the name is not known
-			// when it is authorized), get and update can.
+			// Only its own Lease, the one whose members annotation the replicas share the
+			// sessions through: create cannot be limited by name (the name is not known when
+			// it is authorized), get and update can. No list or watch: each replica reads
+			// the one Lease by name every renewal.
 			WithRules(
 				rbacv1ac.PolicyRule().WithAPIGroups("coordination.k8s.io").WithResources("leases").WithVerbs("create"),
 				rbacv1ac.PolicyRule().WithAPIGroups("coordination.k8s.io").WithResources("leases").WithVerbs("get", "update").WithResourceNames(confirmerName(sc)),

@@ -37,7 +37,8 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 
 // SessionConfirmerReconciler runs a confirmer Deployment for each SessionConfirmer: a
-// Deployment, Service and ServiceAccount, a Role and RoleBinding for its leader-election Lease,
+// Deployment, Service and ServiceAccount, a Role and RoleBinding for its Lease (the replicas'
+// membership, or leader election when run by hand),
 // and a PodDisruptionBudget when it has more than one replica.
 type SessionConfirmerReconciler struct {
 	Client client.Client

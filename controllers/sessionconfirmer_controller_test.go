@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/confirm/membership"
 	"github.com/intutic/gate-operator/internal/testutil"
 )
 
@@ -174,7 +177,7 @@ func TestConfirmerChildren(t *testing.T) {
 		"--snapshot=/etc/gate/bootstrap/policy-snapshot.rules", "--workspace=ws_123", "--anthropic-base-url=https://api.anthropic.com",
 		"--anthropic-api-key-file=/etc/gate/anthropic/api-key", "--agent-ids=agent_1,agent_2", "--poll-interval=10s",
 		"--human-approval-deadline=15m0s", "--allowed-service-accounts=agents/orchestrator",
-		"--webhook-signing-key-file=/etc/gate/webhook/signing-key", "--leader-elect", "--leader-election-namespace=" + ns,
+		"--webhook-signing-key-file=/etc/gate/webhook/signing-key", "--members-lease=agents-confirmer", "--leader-election-namespace=" + ns,
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args lack %s: %s", want, args)
@@ -201,7 +204,7 @@ func TestConfirmerChildren(t *testing.T) {
 		t.Fatalf("status %+v", got.Status)
 	}
 
-	// One replica: no disruption budget, no leader election.
+	// One replica: no disruption budget, no members Lease.
 	got.Spec.Replicas = ptr.To[int32](1)
 	if err := k8sClient.Update(ctx, got); err != nil {
 		t.Fatal(err)
@@ -214,7 +217,7 @@ func TestConfirmerChildren(t *testing.T) {
 		if err := k8sClient.Get(ctx, key, d); err != nil {
 			return err
 		}
-		if *d.Spec.Replicas != 1 || strings.Contains(strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "), "--leader-elect") {
+		if *d.Spec.Replicas != 1 || strings.Contains(strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "), "--members-lease") {
 			return fmt.Errorf("replicas %d args %v", *d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Args)
 		}
 		return nil
@@ -298,6 +301,30 @@ func TestConfirmerLeaseIsItsOwn(t *testing.T) {
 	}
 	if err := sa.Update(ctx, other); !apierrors.IsForbidden(err) {
 		t.Fatalf("update of another Lease: want Forbidden, got %v", err)
+	}
+
+	// Those rights are all a replica needs to share the sessions through the Lease.
+	joined := make(chan struct{})
+	mctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- membership.Run(mctx, membership.Options{Leases: kubernetes.NewForConfigOrDie(cfg).CoordinationV1(), Namespace: ns, Name: "agents-confirmer",
+			Identity: "agents-confirmer-7d9f-x2x4z", Renew: 100 * time.Millisecond, Log: logr.Discard(), OnChange: func(m []string) {
+				if slices.Contains(m, "agents-confirmer-7d9f-x2x4z") {
+					close(joined)
+				}
+			}})
+	}()
+	select {
+	case <-joined:
+	case err := <-done:
+		t.Fatalf("membership ended before joining: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the replica never joined under its Role")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 

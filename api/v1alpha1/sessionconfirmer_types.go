@@ -130,7 +130,7 @@ type SessionConfirmerSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
 
-	// replicas of the confirmer Deployment. A PodDisruptionBudget is created when above 1.
+	// replicas of the confirmer Deployment: capacity, not only standby. With more than one, the replicas share the sessions (each watches about 1/replicas of them, by rendezvous hashing over the live members recorded on the Lease <name>-confirmer) and take over a lost replica's sessions within about 20 s; every call is still confirmed once. A PodDisruptionBudget is created when above 1.
 	// +optional
 	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=1

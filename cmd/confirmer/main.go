@@ -4,26 +4,24 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/intutic/gate-operator/internal/anthropic"
 	"github.com/intutic/gate-operator/internal/confirm"
@@ -54,9 +52,13 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if limit := setMemoryLimit(cgroupMemoryFiles); limit > 0 {
+		log.Info("Go memory limit set from the container's", "bytes", limit)
+	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(liveHeapMetrics)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := confirm.NewMetrics(reg)
 
 	g := gate.New(o.Workspace)
@@ -66,10 +68,10 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	api := &gateapi.API{Gate: g, Reloader: reloader, HarnessSettings: o.HarnessSettings, Metrics: metrics, Gatherer: reg, Log: log.WithName("gate")}
 
 	var kube, reviews kubernetes.Interface
-	if !o.InsecureNoAuth || o.LeaderElect {
+	if !o.InsecureNoAuth || o.LeaderElect || o.MembersLease != "" {
 		cfg, err := kubeConfig(o.Kubeconfig)
 		if err != nil {
-			return fmt.Errorf("the Kubernetes API (for TokenReview and leader election): %w", err)
+			return fmt.Errorf("the Kubernetes API (for TokenReview and the Leases): %w", err)
 		}
 		if kube, reviews, err = kubeClients(cfg); err != nil {
 			return err
@@ -84,11 +86,18 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	var wg sync.WaitGroup
 	var confirmer *confirm.Confirmer
 	if o.AnthropicAPIKeyFile != "" {
-		client, err := anthropic.NewClient(anthropic.ClientOptions{BaseURL: o.AnthropicBaseURL, APIKeyFile: o.AnthropicAPIKeyFile, WorkspaceID: o.AnthropicWorkspaceID})
+		roots, err := rootCAs(o.AnthropicCAFile)
+		if err != nil {
+			return err
+		}
+		client, err := anthropic.NewClient(anthropic.ClientOptions{BaseURL: o.AnthropicBaseURL, APIKeyFile: o.AnthropicAPIKeyFile, WorkspaceID: o.AnthropicWorkspaceID, RootCAs: roots})
 		if err != nil {
 			return err
 		}
 		confirmer = &confirm.Confirmer{Client: client, Gate: g, Deadline: o.HumanApprovalDeadline, Log: log.WithName("confirmer"), Metrics: metrics}
+		if o.MembersLease != "" {
+			confirmer.Shard = confirm.NewShard(identity(o))
+		}
 		api.Queue = confirm.NewQueue(confirmer, o.WebhookQueue)
 		wg.Add(1)
 		go func() { defer wg.Done(); api.Queue.Run(ctx, o.WebhookWorkers) }()
@@ -106,33 +115,14 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = reloader.Run(ctx) }()
 
-	if confirmer != nil && len(o.AgentIDs) > 0 {
-		watcher := &confirm.Watcher{Confirmer: confirmer, AgentIDs: o.AgentIDs, PollInterval: o.PollInterval, IdleTimeout: o.StreamIdleTimeout,
-			MaxStreams: o.MaxStreams, OnReconnect: metrics.Reconnects.Inc}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if o.LeaderElect {
-				ns := o.LeaderElectionNamespace
-				if ns == "" {
-					raw, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-					ns = strings.TrimSpace(string(raw))
-				}
-				id := o.LeaderElectionIdentity
-				if id == "" {
-					id, _ = os.Hostname()
-				}
-				leaderLoop(ctx, kube, ns, o.LeaderElectionID, id, log, func(lctx context.Context) { _ = watcher.Run(lctx) })
-				return
-			}
-			_ = watcher.Run(ctx)
-		}()
+	if confirmer != nil {
+		watchSessions(ctx, &wg, o, confirmer, kube, log)
 	}
 
 	srv := api.NewServer(o.Listen, gateapi.ServerOptions{}) // the defaults bound slow and idle clients
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("confirmer serving", "listen", o.Listen, "snapshot", o.Snapshot, "agents", strings.Join(o.AgentIDs, ","), "webhook", api.Webhook != nil, "leaderElect", o.LeaderElect)
+	log.Info("confirmer serving", "listen", o.Listen, "snapshot", o.Snapshot, "agents", strings.Join(o.AgentIDs, ","), "webhook", api.Webhook != nil, "leaderElect", o.LeaderElect, "membersLease", o.MembersLease)
 
 	select {
 	case err := <-errc:
@@ -149,24 +139,10 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	return err
 }
 
-// leaderLoop runs f while this replica holds the Lease, re-entering the election after a loss.
-func leaderLoop(ctx context.Context, kube kubernetes.Interface, ns, lease, id string, log logr.Logger, f func(context.Context)) {
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: lease, Namespace: ns},
-		Client:     kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-	}
-	for ctx.Err() == nil {
-		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-			Lock: lock, ReleaseOnCancel: true,
-			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: f,
-				OnStoppedLeading: func() { log.Info("lost the watch lease", "identity", id) },
-			},
-		})
-	}
-}
+// liveHeapMetrics adds go_gc_heap_live_bytes (the heap the last collection found reachable:
+// what the confirmer needs, without the garbage that heap-in-use also counts) and the count of
+// collections to the Go collector's defaults; the memory benchmark reads them.
+var liveHeapMetrics = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/(heap/live:bytes|cycles/total:gc-cycles)$`)}
 
 // The TokenReview client's own rate limit. Reviews are cached (1 min when authenticated, 10 s
 // when not) and collapsed per token, so steady state is a few a minute; 20/s with bursts of
@@ -191,6 +167,25 @@ func kubeClients(cfg *rest.Config) (leases, reviews kubernetes.Interface, err er
 		return nil, nil, err
 	}
 	return leases, reviews, nil
+}
+
+// rootCAs is the system roots plus the certificates in file; nil (the system roots) without one.
+func rootCAs(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--anthropic-ca-file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool() // a static image may have no roots: the file's are enough
+	}
+	if !pool.AppendCertsFromPEM(raw) {
+		return nil, fmt.Errorf("--anthropic-ca-file %s holds no PEM certificate", file)
+	}
+	return pool, nil
 }
 
 func kubeConfig(path string) (*rest.Config, error) {

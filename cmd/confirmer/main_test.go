@@ -51,9 +51,11 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// TestConfirmerAnswersSessions runs the confirmer against the fake over HTTP/2 and TLS, as
+// the real API speaks, trusting the fake's certificate through --anthropic-ca-file.
 func TestConfirmerAnswersSessions(t *testing.T) {
 	const key = "sk-ant-confirmer-test"
-	fake := anthropictest.New(key)
+	fake := anthropictest.NewTLS(key)
 	defer fake.Close()
 	ids := fake.AddSession("sesn_cli", "agent_cli",
 		anthropictest.ToolUse{Name: "bash", Input: map[string]any{"command": "rm -rf /"}, Permission: "ask"},
@@ -77,13 +79,16 @@ func TestConfirmerAnswersSessions(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "api-key"), []byte(key+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := fake.WriteCA(filepath.Join(dir, "ca.pem")); err != nil {
+		t.Fatal(err)
+	}
 
 	addr := freePort(t)
 	logs := &syncBuffer{}
 	cmd := exec.Command(bin, "--listen", addr, "--insecure-no-auth",
 		"--snapshot", filepath.Join(dir, gate.SnapshotFileName),
 		"--anthropic-base-url", fake.URL, "--anthropic-api-key-file", filepath.Join(dir, "api-key"),
-		"--agent-ids", "agent_cli", "--poll-interval", "1s")
+		"--anthropic-ca-file", filepath.Join(dir, "ca.pem"), "--agent-ids", "agent_cli", "--poll-interval", "1s")
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -108,6 +113,11 @@ func TestConfirmerAnswersSessions(t *testing.T) {
 	}
 	if got[ids[0]] != "deny [Intutic Governance] BLOCKED: destructive command on the root filesystem" || got[ids[1]] != "allow <nil>" {
 		t.Fatalf("confirmations %v", got)
+	}
+	for _, r := range fake.Requests() {
+		if r.Proto != "HTTP/2.0" {
+			t.Fatalf("%s %s came over %s, not HTTP/2", r.Method, r.Path, r.Proto)
+		}
 	}
 
 	resp, err := http.Get("http://" + addr + "/readyz")

@@ -3,6 +3,8 @@ package anthropic
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,8 +37,12 @@ type ClientOptions struct {
 	APIKeyFile string
 	// WorkspaceID, when set, is sent as anthropic-workspace-id.
 	WorkspaceID string
-	// HTTPClient sends the requests; http.DefaultClient's transport when nil.
+	// HTTPClient sends the requests; when nil, a transport of the client's own (HTTP/2 over
+	// TLS, with the connection health checks below).
 	HTTPClient *http.Client
+	// RootCAs are the certificate authorities trusted for the API (a test fake, a TLS-inspecting
+	// egress proxy); the system roots when nil. Ignored with HTTPClient.
+	RootCAs *x509.CertPool
 	// MaxRetries and MaxRetryElapsed bound the retries of one call by count and by time.
 	MaxRetries      int
 	MaxRetryElapsed time.Duration
@@ -87,13 +93,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 		jitter:     o.jitter,
 	}
 	if c.http == nil {
-		// Streams hold connections of their own; keep enough idle ones that lists and
-		// confirmations do not open a new connection each time.
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 64
-		// Requests are small; a stream holds its connection's buffers for hours.
-		t.WriteBufferSize = 1 << 10
-		c.http = &http.Client{Transport: t}
+		c.http = &http.Client{Transport: newTransport(o.RootCAs)}
 	}
 	if c.userAgent == "" {
 		c.userAgent = "gate-operator-confirmer"
@@ -120,6 +120,34 @@ func NewClient(o ClientOptions) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// HTTP/2 settings of the client's transport. The API multiplexes every session stream, list
+// and confirmation of a replica on a few connections (as many as the server's concurrent
+// stream limit requires), so one connection that dies silently would stall hundreds of
+// sessions until their idle timeouts: a connection that receives nothing for h2PingAfter is
+// pinged, and closed if the answer takes longer than h2PingTimeout, failing its streams so
+// they reconnect at once. The per-stream receive window bounds what a stream that is not
+// read can buffer (the default is 4 MiB); events are read as they arrive.
+const (
+	h2PingAfter        = 20 * time.Second
+	h2PingTimeout      = 10 * time.Second
+	h2StreamWindow     = 1 << 20
+	maxIdleConnsToHost = 64
+)
+
+// newTransport is DefaultTransport's settings with HTTP/2 health checks and the given roots.
+// Over plain HTTP (a loopback fake, a test server) it speaks HTTP/1.1, one connection per
+// stream, which is why it keeps more idle connections than the default two.
+func newTransport(roots *x509.CertPool) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ForceAttemptHTTP2 = true
+	t.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	t.MaxIdleConnsPerHost = maxIdleConnsToHost
+	// Requests are small; over HTTP/1.1 a stream holds its connection's buffers for hours.
+	t.WriteBufferSize = 1 << 10
+	t.HTTP2 = &http.HTTP2Config{SendPingTimeout: h2PingAfter, PingTimeout: h2PingTimeout, MaxReceiveBufferPerStream: h2StreamWindow}
+	return t
 }
 
 // keyFile caches the API key and re-reads it when the file's identity or size changes.

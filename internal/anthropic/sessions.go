@@ -67,6 +67,13 @@ type Session struct {
 	Type       string  `json:"type"`
 	Status     string  `json:"status"`
 	ArchivedAt *string `json:"archived_at"`
+	// Agent is the snapshot of the agent the session runs; only its id is read.
+	Agent *SessionAgent `json:"agent,omitempty"`
+}
+
+// SessionAgent is the part of a session's agent snapshot the confirmer reads.
+type SessionAgent struct {
+	ID string `json:"id"`
 }
 
 // ListEventsParams are the list parameters the confirmer uses.

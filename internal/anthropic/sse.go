@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -32,16 +31,132 @@ type sseMessage struct {
 // a lone \r; a leading BOM is dropped; ':' lines are comments; field:value splits at the
 // first colon and drops one leading space; only event and data are kept; data lines join with
 // \n; a blank line ends a message; what is left at EOF is flushed.
+//
+// Reading and parsing are apart: parse consumes only what is buffered, and fill is the one
+// call that waits for the body. A stream's goroutine spends its life parked in fill, so the
+// frames above the body's Read are kept few and small: with thousands of sessions streamed,
+// they decide whether each goroutine's stack stays at 4 KiB or doubles.
 type sseReader struct {
-	sc *bufio.Scanner
+	r   io.Reader
+	buf []byte // read and not yet parsed: buf[pos:]
+	pos int
+	err error // the body's read error (io.EOF at its end), once it came
+
+	// the message being read
+	event    string
+	hasName  bool
+	hasField bool
+	data     []byte
+	dataN    int
 }
 
+// sseBufSize is a stream's read buffer to begin with, and what it returns to after an event
+// larger than that: thousands of streams may be open.
+const sseBufSize = 1 << 10
+
 func newSSEReader(r io.Reader) *sseReader {
-	sc := bufio.NewScanner(r)
-	// Start small: thousands of streams may be open, and the buffer grows to MaxSSELine on need.
-	sc.Buffer(make([]byte, 0, 1<<10), MaxSSELine)
-	sc.Split(splitSSELines)
-	return &sseReader{sc: sc}
+	return &sseReader{r: r, buf: make([]byte, 0, sseBufSize)}
+}
+
+// next returns the next complete message, or io.EOF (or the body's read error) at the end.
+func (r *sseReader) next() (sseMessage, error) {
+	for {
+		if msg, ok, err := r.parse(); ok || err != nil {
+			return msg, err
+		}
+		r.fill()
+	}
+}
+
+// fill reads once from the body into the buffer and returns how many bytes came. After the
+// body's error it reads no more.
+func (r *sseReader) fill() int {
+	if r.err != nil {
+		return 0
+	}
+	if r.pos > 0 { // drop what was parsed; after a large event, go back to a small buffer
+		rest := r.buf[r.pos:]
+		if cap(r.buf) > sseBufSize && len(rest) < sseBufSize/2 {
+			r.buf = append(make([]byte, 0, sseBufSize), rest...)
+		} else {
+			r.buf = r.buf[:copy(r.buf, rest)]
+		}
+		r.pos = 0
+	}
+	if len(r.buf) == cap(r.buf) {
+		r.buf = append(r.buf, make([]byte, len(r.buf))...)[:len(r.buf)]
+	}
+	n, err := r.r.Read(r.buf[len(r.buf):cap(r.buf)])
+	r.buf = r.buf[:len(r.buf)+n]
+	if err != nil {
+		r.err = err
+	}
+	return n
+}
+
+// parse consumes the buffered lines until a message is complete (ok), more input is needed
+// (not ok, no error), or the body ended: then it flushes a message left at EOF and afterwards
+// returns the body's error (io.EOF at a clean end).
+func (r *sseReader) parse() (msg sseMessage, ok bool, err error) {
+	for {
+		advance, line, _ := splitSSELines(r.buf[r.pos:], r.err != nil)
+		if advance == 0 {
+			switch {
+			case r.err == nil && len(r.buf)-r.pos > MaxSSELine:
+				return sseMessage{}, false, fmt.Errorf("anthropic API: a stream line is longer than %d bytes", MaxSSELine)
+			case r.err == nil:
+				return sseMessage{}, false, nil
+			case r.err == io.EOF && r.hasField:
+				return r.flush(), true, nil
+			}
+			return sseMessage{}, false, r.err
+		}
+		r.pos += advance
+		if len(line) > MaxSSELine {
+			return sseMessage{}, false, fmt.Errorf("anthropic API: a stream line is longer than %d bytes", MaxSSELine)
+		}
+		if msg, ok, err := r.line(line); ok || err != nil {
+			return msg, ok, err
+		}
+	}
+}
+
+// line takes one line; a blank line after fields completes the message.
+func (r *sseReader) line(line []byte) (sseMessage, bool, error) {
+	line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
+	if len(line) == 0 {
+		if !r.hasField {
+			return sseMessage{}, false, nil
+		}
+		return r.flush(), true, nil
+	}
+	if line[0] == ':' {
+		return sseMessage{}, false, nil
+	}
+	field, value, _ := bytes.Cut(line, []byte(":"))
+	value = bytes.TrimPrefix(value, []byte(" "))
+	switch string(field) {
+	case "event":
+		r.event, r.hasName, r.hasField = string(value), true, true
+	case "data":
+		if r.dataN > 0 {
+			r.data = append(r.data, '\n')
+		}
+		if len(r.data)+len(value) > MaxSSEEvent {
+			return sseMessage{}, false, fmt.Errorf("anthropic API: a stream event is larger than %d bytes", MaxSSEEvent)
+		}
+		r.data = append(r.data, value...)
+		r.dataN++
+		r.hasField = true
+	}
+	return sseMessage{}, false, nil
+}
+
+// flush returns the message read so far and starts the next.
+func (r *sseReader) flush() sseMessage {
+	msg := sseMessage{event: eventName(r.event, r.hasName), data: string(r.data)}
+	r.event, r.hasName, r.hasField, r.data, r.dataN = "", false, false, nil, 0
+	return msg
 }
 
 // splitSSELines splits at \n, \r\n and a lone \r.
@@ -69,55 +184,6 @@ func splitSSELines(data []byte, atEOF bool) (int, []byte, error) {
 	return 0, nil, nil
 }
 
-// next returns the next complete message, or io.EOF.
-func (r *sseReader) next() (sseMessage, error) {
-	var (
-		event    string
-		hasName  bool
-		data     bytes.Buffer
-		dataN    int
-		hasField bool
-	)
-	for r.sc.Scan() {
-		line := bytes.TrimPrefix(r.sc.Bytes(), []byte("\xef\xbb\xbf"))
-		if len(line) == 0 {
-			if !hasField {
-				continue
-			}
-			return sseMessage{event: eventName(event, hasName), data: data.String()}, nil
-		}
-		if line[0] == ':' {
-			continue
-		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch string(field) {
-		case "event":
-			event, hasName, hasField = string(value), true, true
-		case "data":
-			if dataN > 0 {
-				data.WriteByte('\n')
-			}
-			if data.Len()+len(value) > MaxSSEEvent {
-				return sseMessage{}, fmt.Errorf("anthropic API: a stream event is larger than %d bytes", MaxSSEEvent)
-			}
-			data.Write(value)
-			dataN++
-			hasField = true
-		}
-	}
-	if err := r.sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return sseMessage{}, fmt.Errorf("anthropic API: a stream line is longer than %d bytes", MaxSSELine)
-		}
-		return sseMessage{}, err
-	}
-	if hasField {
-		return sseMessage{event: eventName(event, hasName), data: data.String()}, nil
-	}
-	return sseMessage{}, io.EOF
-}
-
 // eventName marks a message without an event line, so dispatch can drop it.
 func eventName(name string, has bool) string {
 	if !has {
@@ -128,10 +194,11 @@ func eventName(name string, has bool) string {
 
 // Stream is an open session event stream.
 type Stream struct {
-	body   io.ReadCloser
-	reader *sseReader
-	idle   *time.Timer
-	cancel context.CancelFunc
+	body        io.ReadCloser
+	reader      *sseReader
+	idle        *time.Timer
+	idleTimeout time.Duration
+	cancel      context.CancelFunc
 
 	mu      sync.Mutex
 	stalled bool
@@ -139,30 +206,45 @@ type Stream struct {
 
 // Next returns the next event. ping frames, nameless frames and named frames with empty data
 // are skipped (specs §4.2); an `event: error` frame becomes an *APIError; a silent stream
-// ends with ErrStreamIdle.
-func (s *Stream) Next() (Event, error) {
+// ends with ErrStreamIdle. Any bytes read, pings included, re-arm the idle timer. The event
+// is returned by pointer: the goroutine reading a stream waits under this call, and events
+// by value would widen every frame it waits in.
+func (s *Stream) Next() (*Event, error) {
 	for {
-		msg, err := s.reader.next()
+		msg, ok, err := s.reader.parse()
 		if err != nil {
 			if s.isStalled() {
-				return Event{}, ErrStreamIdle
+				return nil, ErrStreamIdle
 			}
-			return Event{}, err
+			return nil, err
 		}
-		switch {
-		case msg.event == "ping", msg.event == "\x00":
-			continue
-		case msg.event == "error":
-			return Event{}, parseAPIError(0, nil, []byte(msg.data))
-		case msg.data == "":
+		if !ok {
+			if n := s.reader.fill(); n > 0 && s.idle != nil {
+				s.idle.Reset(s.idleTimeout)
+			}
 			continue
 		}
-		var ev Event
-		if err := json.Unmarshal([]byte(msg.data), &ev); err != nil {
-			return Event{}, fmt.Errorf("anthropic API: stream event %q is not JSON: %w", msg.event, err)
+		if ev, skip, err := dispatch(msg); !skip {
+			return ev, err
 		}
-		return ev, nil
 	}
+}
+
+// dispatch turns a message into an event, or skips it (specs §4.2).
+func dispatch(msg sseMessage) (ev *Event, skip bool, err error) {
+	switch {
+	case msg.event == "ping", msg.event == "\x00":
+		return nil, true, nil
+	case msg.event == "error":
+		return nil, false, parseAPIError(0, nil, []byte(msg.data))
+	case msg.data == "":
+		return nil, true, nil
+	}
+	ev = &Event{}
+	if err := json.Unmarshal([]byte(msg.data), ev); err != nil {
+		return nil, false, fmt.Errorf("anthropic API: stream event %q is not JSON: %w", msg.event, err)
+	}
+	return ev, false, nil
 }
 
 // Close ends the stream.
@@ -180,21 +262,6 @@ func (s *Stream) isStalled() bool {
 	return s.stalled
 }
 
-// idleReader re-arms the idle timer on every read that returns bytes.
-type idleReader struct {
-	r       io.Reader
-	timer   *time.Timer
-	timeout time.Duration
-}
-
-func (i *idleReader) Read(p []byte) (int, error) {
-	n, err := i.r.Read(p)
-	if n > 0 {
-		i.timer.Reset(i.timeout)
-	}
-	return n, err
-}
-
 // StreamEvents opens a session's event stream. Opening goes through the retry policy; a
 // stream silent for idleTimeout (pings count as traffic) is dropped and Next returns
 // ErrStreamIdle, so the caller reconnects and re-lists.
@@ -209,8 +276,7 @@ func (c *Client) StreamEvents(ctx context.Context, sessionID string, idleTimeout
 		cancel()
 		return nil, err
 	}
-	s := &Stream{body: resp.Body, cancel: cancel}
-	var body io.Reader = resp.Body
+	s := &Stream{body: resp.Body, reader: newSSEReader(resp.Body), cancel: cancel, idleTimeout: idleTimeout}
 	if idleTimeout > 0 {
 		s.idle = time.AfterFunc(idleTimeout, func() {
 			s.mu.Lock()
@@ -218,8 +284,6 @@ func (c *Client) StreamEvents(ctx context.Context, sessionID string, idleTimeout
 			s.mu.Unlock()
 			cancel()
 		})
-		body = &idleReader{r: resp.Body, timer: s.idle, timeout: idleTimeout}
 	}
-	s.reader = newSSEReader(body)
 	return s, nil
 }

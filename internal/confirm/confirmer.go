@@ -27,10 +27,14 @@ type Confirmer struct {
 	Audit func(AuditRecord)
 	// Metrics, when set, counts decisions, confirmations, API errors and held calls.
 	Metrics *Metrics
+	// Shard, when set, is this replica's part of the sessions: a session of another replica is
+	// not answered (ErrNotOwned). Nil answers every session.
+	Shard *Shard
 
 	mu       sync.Mutex
 	sessions map[string]*sessionState
 	held     map[string]int // Ask verdicts waiting, per session
+	agents   agentCache     // the agent of each session, for the rules' caller (identity.go)
 }
 
 // sessionState serializes the answering of one session and remembers which of its calls
@@ -66,8 +70,14 @@ func pendingPermission(p string) bool {
 // AnswerSession lists a session's tool uses and confirmations and answers every pending call
 // exactly once: already-answered calls are re-derived from the listed confirmations, so list,
 // stream and webhook triggers, several replicas, and restarts do not confirm twice.
-// agent.custom_tool_use is never confirmed.
+// agent.custom_tool_use is never confirmed. A session of another replica is left alone:
+// ErrNotOwned.
 func (c *Confirmer) AnswerSession(ctx context.Context, sessionID string) (Outcome, error) {
+	release, owned := c.Shard.acquire(sessionID)
+	if !owned {
+		return Outcome{}, ErrNotOwned
+	}
+	defer release()
 	st := c.state(sessionID)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -105,8 +115,14 @@ func (c *Confirmer) AnswerSession(ctx context.Context, sessionID string) (Outcom
 
 // AnswerEvent handles one event seen on the stream: a pending tool use is answered at once,
 // a confirmation is remembered. It reports whether the event needs a full pass instead: a
-// requires-action idle naming a call this replica has not seen.
+// requires-action idle naming a call this replica has not seen. A session of another replica
+// is left alone: ErrNotOwned.
 func (c *Confirmer) AnswerEvent(ctx context.Context, sessionID string, e anthropic.Event) (needList bool, out Outcome, err error) {
+	release, owned := c.Shard.acquire(sessionID)
+	if !owned {
+		return false, Outcome{}, ErrNotOwned
+	}
+	defer release()
 	st := c.state(sessionID)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -231,7 +247,11 @@ func (c *Confirmer) countConfirmation(result string) {
 // answer decides one pending call and sends its confirmation, or holds an Ask until the
 // deadline, measured from the call's processed_at so a restart does not extend it.
 func (c *Confirmer) answer(ctx context.Context, sessionID string, e anthropic.Event) (confirmed bool, deadline time.Time, err error) {
-	call := &gate.Call{Tool: e.Name, Server: e.MCPServerName, Surface: gate.SurfaceManagedAgents, Session: sessionID}
+	caller, err := c.callerOf(ctx, sessionID)
+	if err != nil {
+		return false, time.Time{}, err
+	}
+	call := &gate.Call{Tool: e.Name, Server: e.MCPServerName, Surface: gate.SurfaceManagedAgents, Session: sessionID, Caller: caller}
 	g := c.Gate
 	if e.Type == anthropic.TypeMCPToolUse && e.MCPServerName == "" {
 		// An MCP call that names no server would be judged as the built-in tool of its name.

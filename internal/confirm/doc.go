@@ -5,6 +5,9 @@
 //     Ask verdicts held for a human until their deadline;
 //   - the loops that trigger it: the Watcher (watch.go: discover, stream, reconnect, poll)
 //     and the Queue of sessions named by webhooks (queue.go);
+//   - the Shard (shard.go): this replica's part of the sessions when replicas share them, by
+//     rendezvous hashing over the live members, which internal/confirm/membership keeps in a
+//     Lease;
 //   - Decide and DecideRaw (decide.go): the one place a decision is timed, counted and
 //     audited, on every surface;
 //   - the Reloader (reload.go), which keeps the gate on the mounted policy snapshot;

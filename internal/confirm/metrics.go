@@ -14,6 +14,10 @@ type Metrics struct {
 	Reconnects       prometheus.Counter
 	PendingHuman     prometheus.Gauge
 	SnapshotReloads  *prometheus.CounterVec
+	// Streamed is the sessions this replica streams now; Members the replicas sharing the
+	// sessions, as this one sees them (0 when it does not share them).
+	Streamed prometheus.Gauge
+	Members  prometheus.Gauge
 }
 
 // NewMetrics registers the metrics with reg.
@@ -44,7 +48,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		SnapshotReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "confirmer_snapshot_reloads_total", Help: "Snapshot reloads, by result (loaded, rejected).",
 		}, []string{"result"}),
+		Streamed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "confirmer_sessions_streamed", Help: "Sessions this replica streams now.",
+		}),
+		Members: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "confirmer_members", Help: "Live replicas sharing the sessions (--members-lease), as this replica sees them, itself included once it has joined; 0 without --members-lease.",
+		}),
 	}
-	reg.MustRegister(m.Decisions, m.AuditedDecisions, m.DecisionLatency, m.Confirmations, m.APIErrors, m.Reconnects, m.PendingHuman, m.SnapshotReloads)
+	reg.MustRegister(m.Decisions, m.AuditedDecisions, m.DecisionLatency, m.Confirmations, m.APIErrors, m.Reconnects, m.PendingHuman, m.SnapshotReloads,
+		m.Streamed, m.Members)
 	return m
 }

@@ -7,7 +7,9 @@ import (
 )
 
 // Queue feeds sessions to be answered (from webhooks) to a bounded set of workers; a session
-// already queued is not queued twice.
+// already queued is not queued twice. When replicas share the sessions, the replica that
+// receives a webhook answers only its own sessions; the owner sees the same pause on its
+// stream.
 type Queue struct {
 	Confirmer *Confirmer
 
@@ -56,7 +58,11 @@ func (q *Queue) Run(ctx context.Context, n int) {
 					delete(q.queued, id)
 					q.mu.Unlock()
 					actx, cancel := detached(ctx)
-					if _, err := q.Confirmer.AnswerSession(actx, id); err != nil {
+					switch _, err := q.Confirmer.AnswerSession(actx, id); {
+					case errors.Is(err, ErrNotOwned):
+						// Another replica owns it and answers it from its stream.
+						q.Confirmer.Log.V(1).Info("webhook for a session of another replica", "session", id)
+					case err != nil:
 						q.Confirmer.Log.Error(err, "answering session from webhook", "session", id)
 					}
 					cancel()

@@ -51,7 +51,7 @@ func TestWatcherStreamsAndReconnects(t *testing.T) {
 	testutil.WaitFor(t, func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return !w.watching["sesn_w"]
+		return w.watching["sesn_w"] == nil
 	})
 }
 

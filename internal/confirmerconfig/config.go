@@ -28,6 +28,7 @@ type Config struct {
 	HarnessSettings         string
 	AnthropicBaseURL        string
 	AnthropicAPIKeyFile     string
+	AnthropicCAFile         string
 	Workspace               string
 	AnthropicWorkspaceID    string
 	AgentIDs                []string
@@ -39,6 +40,7 @@ type Config struct {
 	LeaderElectionNamespace string
 	LeaderElectionID        string
 	LeaderElectionIdentity  string
+	MembersLease            string
 	StreamIdleTimeout       time.Duration
 	MaxStreams              int
 	WebhookWorkers          int
@@ -58,7 +60,7 @@ func Defaults() Config {
 		HumanApprovalDeadline: 15 * time.Minute,
 		LeaderElectionID:      "gate-confirmer",
 		StreamIdleTimeout:     90 * time.Second,
-		MaxStreams:            256,
+		MaxStreams:            2048,
 		WebhookWorkers:        4,
 		WebhookQueue:          1024,
 		ShutdownGrace:         25 * time.Second,
@@ -80,6 +82,7 @@ func (c *Config) fields() []field {
 		{"harness-settings", "harness-settings.json to serve, with the harness-network-policy.json beside it (default: beside the snapshot)", &c.HarnessSettings},
 		{"anthropic-base-url", "base URL of the Anthropic API", &c.AnthropicBaseURL},
 		{"anthropic-api-key-file", "file holding the Anthropic API key (re-read when it changes)", &c.AnthropicAPIKeyFile},
+		{"anthropic-ca-file", "PEM certificates trusted for the Anthropic API besides the system roots (a TLS-inspecting egress proxy, a test fake)", &c.AnthropicCAFile},
 		{"workspace", "refuse snapshots of any other workspace", &c.Workspace},
 		{"anthropic-workspace-id", "anthropic-workspace-id header, when the key spans workspaces", &c.AnthropicWorkspaceID},
 		{"agent-ids", "comma-separated agent ids whose sessions are watched", &c.AgentIDs},
@@ -87,10 +90,11 @@ func (c *Config) fields() []field {
 		{"human-approval-deadline", "how long an Ask verdict waits for a human before the call is denied", &c.HumanApprovalDeadline},
 		{"allowed-service-accounts", "comma-separated namespace/name or namespace/* allowed to call the gate API", &c.AllowedServiceAccounts},
 		{"webhook-signing-key-file", "file holding the Standard Webhooks signing key (whsec_...); empty disables the receiver", &c.WebhookSigningKeyFile},
-		{"leader-elect", "run the watch loop only on the replica holding a Lease", &c.LeaderElect},
-		{"leader-election-namespace", "namespace of the Lease (default: the pod's namespace)", &c.LeaderElectionNamespace},
-		{"leader-election-id", "name of the Lease", &c.LeaderElectionID},
+		{"leader-elect", "standby replicas: run the watch loop only on the replica holding the Lease --leader-election-id (see --members-lease for replicas that share the work)", &c.LeaderElect},
+		{"leader-election-namespace", "namespace of the Lease of --leader-elect or --members-lease (default: the pod's namespace)", &c.LeaderElectionNamespace},
+		{"leader-election-id", "name of the Lease of --leader-elect", &c.LeaderElectionID},
 		{"leader-election-identity", "this replica's identity in the Lease (default: the host name, which is the pod name)", &c.LeaderElectionIdentity},
+		{"members-lease", "share the sessions among the replicas that renew their membership in this Lease: each watches the sessions that rendezvous hashing gives it, and takes over a part of those of a replica that stops renewing", &c.MembersLease},
 		{"stream-idle-timeout", "drop and reopen a session stream silent for this long", &c.StreamIdleTimeout},
 		{"max-streams", "concurrent session streams; other sessions are polled", &c.MaxStreams},
 		{"webhook-workers", "workers answering sessions named by webhooks", &c.WebhookWorkers},
@@ -175,6 +179,12 @@ func (c Config) Validate() error {
 	}
 	if c.InsecureNoAuth && !loopback(c.Listen) {
 		return fmt.Errorf("--insecure-no-auth is refused: --listen %q is not a loopback address", c.Listen)
+	}
+	if c.MembersLease != "" && c.AnthropicAPIKeyFile == "" {
+		return errors.New("--members-lease needs --anthropic-api-key-file: the replicas share the answering of sessions")
+	}
+	if c.LeaderElect && c.MembersLease != "" {
+		return errors.New("--leader-elect and --members-lease exclude each other: standby replicas or replicas sharing the sessions")
 	}
 	if c.WebhookSigningKeyFile != "" && c.AnthropicAPIKeyFile == "" {
 		return errors.New("--webhook-signing-key-file needs --anthropic-api-key-file")

@@ -21,7 +21,8 @@ func parse(t *testing.T, args []string) Config {
 	return c
 }
 
-// full sets every field to a value other than its zero and its default.
+// full sets every field to a value other than its zero and its default, but for LeaderElect:
+// it excludes MembersLease (fullStandby sets it instead).
 func full() Config {
 	return Config{
 		Listen:                  "127.0.0.1:9090",
@@ -29,6 +30,7 @@ func full() Config {
 		HarnessSettings:         "/etc/gate/bootstrap/harness-settings.json",
 		AnthropicBaseURL:        "https://anthropic.example.org",
 		AnthropicAPIKeyFile:     "/etc/gate/anthropic/api-key",
+		AnthropicCAFile:         "/etc/gate/ca/proxy.pem",
 		Workspace:               "ws_123",
 		AnthropicWorkspaceID:    "wrkspc_1",
 		AgentIDs:                []string{"agent_1", "agent_2"},
@@ -36,10 +38,10 @@ func full() Config {
 		HumanApprovalDeadline:   90 * time.Minute,
 		AllowedServiceAccounts:  []string{"agents/orchestrator", "tools/*"},
 		WebhookSigningKeyFile:   "/etc/gate/webhook/signing-key",
-		LeaderElect:             true,
 		LeaderElectionNamespace: "agents",
 		LeaderElectionID:        "coding-agents-confirmer",
 		LeaderElectionIdentity:  "pod-1",
+		MembersLease:            "coding-agents-confirmer",
 		StreamIdleTimeout:       45 * time.Second,
 		MaxStreams:              16,
 		WebhookWorkers:          2,
@@ -50,18 +52,31 @@ func full() Config {
 	}
 }
 
+// fullStandby is full with standby replicas (--leader-elect) instead of shared sessions.
+func fullStandby() Config {
+	c := full()
+	c.LeaderElect, c.MembersLease = true, ""
+	return c
+}
+
 // TestArgsRoundTrip: a Config rendered as arguments parses back into the same Config, with
-// every field set, with the defaults, and from zero (which stands for the defaults).
+// every field set (in full or fullStandby), with the defaults, and from zero (which stands for
+// the defaults).
 func TestArgsRoundTrip(t *testing.T) {
-	c, d := full(), Defaults()
-	v, dv := reflect.ValueOf(c), reflect.ValueOf(d)
+	c, s, d := full(), fullStandby(), Defaults()
+	v, sv, dv := reflect.ValueOf(c), reflect.ValueOf(s), reflect.ValueOf(d)
 	for i := range v.NumField() {
-		if name := v.Type().Field(i).Name; v.Field(i).IsZero() || reflect.DeepEqual(v.Field(i).Interface(), dv.Field(i).Interface()) {
-			t.Fatalf("full() leaves %s at its zero or default value: the round trip would not cover it", name)
+		covered := func(f reflect.Value) bool {
+			return !f.IsZero() && !reflect.DeepEqual(f.Interface(), dv.Field(i).Interface())
+		}
+		if name := v.Type().Field(i).Name; !covered(v.Field(i)) && !covered(sv.Field(i)) {
+			t.Fatalf("full() and fullStandby() leave %s at its zero or default value: the round trip would not cover it", name)
 		}
 	}
-	if got := parse(t, c.Args()); !reflect.DeepEqual(got, c) {
-		t.Errorf("every field set:\nargs %q\nparsed %+v\nwant   %+v", c.Args(), got, c)
+	for _, c := range []Config{c, s} {
+		if got := parse(t, c.Args()); !reflect.DeepEqual(got, c) {
+			t.Errorf("every field set:\nargs %q\nparsed %+v\nwant   %+v", c.Args(), got, c)
+		}
 	}
 	if got := parse(t, d.Args()); !reflect.DeepEqual(got, d) {
 		t.Errorf("defaults:\nargs %q\nparsed %+v\nwant   %+v", d.Args(), got, d)
@@ -81,11 +96,11 @@ func TestArgsForm(t *testing.T) {
 	want := []string{
 		"--listen=127.0.0.1:9090", "--snapshot=/etc/gate/bootstrap/policy-snapshot.rules",
 		"--harness-settings=/etc/gate/bootstrap/harness-settings.json", "--anthropic-base-url=https://anthropic.example.org",
-		"--anthropic-api-key-file=/etc/gate/anthropic/api-key", "--workspace=ws_123", "--anthropic-workspace-id=wrkspc_1",
-		"--agent-ids=agent_1,agent_2", "--poll-interval=3s", "--human-approval-deadline=1h30m0s",
+		"--anthropic-api-key-file=/etc/gate/anthropic/api-key", "--anthropic-ca-file=/etc/gate/ca/proxy.pem", "--workspace=ws_123",
+		"--anthropic-workspace-id=wrkspc_1", "--agent-ids=agent_1,agent_2", "--poll-interval=3s", "--human-approval-deadline=1h30m0s",
 		"--allowed-service-accounts=agents/orchestrator,tools/*", "--webhook-signing-key-file=/etc/gate/webhook/signing-key",
-		"--leader-elect", "--leader-election-namespace=agents", "--leader-election-id=coding-agents-confirmer",
-		"--leader-election-identity=pod-1", "--stream-idle-timeout=45s", "--max-streams=16", "--webhook-workers=2",
+		"--leader-election-namespace=agents", "--leader-election-id=coding-agents-confirmer",
+		"--leader-election-identity=pod-1", "--members-lease=coding-agents-confirmer", "--stream-idle-timeout=45s", "--max-streams=16", "--webhook-workers=2",
 		"--webhook-queue=64", "--shutdown-grace=5s", "--insecure-no-auth", "--kubeconfig=/home/me/.kube/config",
 	}
 	if !slices.Equal(got, want) {
@@ -100,11 +115,13 @@ func TestArgsForm(t *testing.T) {
 // TestValidateNamesTheFlag: every refusal names the flag at fault.
 func TestValidateNamesTheFlag(t *testing.T) {
 	for want, args := range map[string][]string{
-		"--anthropic-api-key-file":   {"--agent-ids=agent_1"},
-		"--insecure-no-auth":         {"--listen=:8080", "--insecure-no-auth"},
-		"--webhook-signing-key-file": {"--webhook-signing-key-file=/k"},
-		"poll-interval":              {"--poll-interval=often"},
-		"max-streams":                {"--max-streams=many"},
+		"--anthropic-api-key-file":           {"--agent-ids=agent_1"},
+		"--insecure-no-auth":                 {"--listen=:8080", "--insecure-no-auth"},
+		"--webhook-signing-key-file":         {"--webhook-signing-key-file=/k"},
+		"poll-interval":                      {"--poll-interval=often"},
+		"max-streams":                        {"--max-streams=many"},
+		"--members-lease":                    {"--members-lease=l"},
+		"--leader-elect and --members-lease": {"--anthropic-api-key-file=k", "--leader-elect", "--members-lease=l"},
 	} {
 		fs := flag.NewFlagSet("confirmer", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)

@@ -16,7 +16,9 @@ import (
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Body: string(body)})
+	if !s.noLog {
+		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Proto: r.Proto, Header: r.Header.Clone(), Body: string(body)})
+	}
 	fault := s.takeFaultLocked(r)
 	s.mu.Unlock()
 
@@ -218,6 +220,13 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
+// answeredLocked reports whether a confirmation of the tool use is in the session's history.
+func answeredLocked(ss *session, toolUseID string) bool {
+	return slices.ContainsFunc(ss.events, func(e map[string]any) bool {
+		return e["type"] == "user.tool_confirmation" && e["tool_use_id"] == toolUseID
+	})
+}
+
 func (s *Server) sendEvents(w http.ResponseWriter, id string, body []byte) {
 	var req struct {
 		Events []map[string]any `json:"events"`
@@ -255,7 +264,8 @@ func (s *Server) sendEvents(w http.ResponseWriter, id string, body []byte) {
 			errorResponse(w, 400, "invalid_request_error", "deny_message is only permitted with result deny")
 			return
 		}
-		if !slices.Contains(ss.pending, tid) {
+		again := s.acceptTwice && answeredLocked(ss, tid) // recorded, not refused (AcceptDuplicateConfirmations)
+		if !slices.Contains(ss.pending, tid) && !again {
 			errorResponse(w, 400, "invalid_request_error", fmt.Sprintf("tool_use_id %s is not awaiting confirmation", tid))
 			return
 		}

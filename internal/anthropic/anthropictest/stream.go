@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// pings, and ends after session.deleted or when the client leaves.
+// stream serves a session's event stream: every event appended from now on as a frame named by
+// its type, pings, and ends after session.deleted or when the client leaves.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string) {
 	s.mu.Lock()
 	ss, ok := s.sessions[id]
