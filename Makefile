@@ -58,8 +58,8 @@ test: envtest-assets node-assets tools ## Run every unit, envtest, install and e
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: conformance
-conformance: ## Drive the artefacts through the real, pinned peer packages (npm ci into test/conformance/node_modules).
-	go test -tags conformance -count=1 -v ./test/conformance/
+conformance: ## Drive the artefacts through the real, pinned peer packages (npm ci into test/conformance/node_modules); Claude Code also in a sandbox pod on the local node (needs root).
+	go test -tags conformance -count=1 -timeout 40m -v ./test/conformance/
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver, kube-controller-manager and etcd into bin/k8s/ if missing.

@@ -37,6 +37,8 @@ type imageSpec struct {
 	cmd        []string
 	extra      []file // more files, after the binaries
 	comment    string // the layer's history comment
+	root       []file // replaces rootFiles(ca), for an image with other users
+	user       int    // the image's user and group; default nonroot
 }
 
 func imageSpecs(src *source) []imageSpec {
@@ -78,7 +80,10 @@ func writeImage(spec imageSpec, src *source, arch string, ca []byte, binDir, pat
 	if err != nil {
 		return "", err
 	}
-	files := rootFiles(ca)
+	files := spec.root
+	if files == nil {
+		files = rootFiles(ca)
+	}
 	for _, b := range spec.binaries {
 		data, err := os.ReadFile(filepath.Join(binDir, b))
 		if err != nil {
@@ -116,7 +121,7 @@ func writeImage(spec imageSpec, src *source, arch string, ca []byte, binDir, pat
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture, cf.Created = "linux", arch, created
 	cf.Config = v1.Config{
-		User:       fmt.Sprintf("%d:%d", nonroot, nonroot),
+		User:       fmt.Sprintf("%d:%d", cmp.Or(spec.user, nonroot), cmp.Or(spec.user, nonroot)),
 		Entrypoint: entrypoint,
 		Cmd:        spec.cmd,
 		WorkingDir: "/",

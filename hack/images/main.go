@@ -6,6 +6,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,11 +18,13 @@ import (
 func main() {
 	o := options{root: ".", out: "bin/images"}
 	flag.StringVar(&o.root, "root", o.root, "root of the gate-operator module")
-	flag.StringVar(&o.out, "out", o.out, "directory the image tarballs are written to")
+	flag.StringVar(&o.out, "out", o.out, `directory the image tarballs are written to; "" writes only the test images`)
 	flag.StringVar(&o.arch, "arch", runtime.GOARCH, "GOARCH of the binaries and the images (the OS is linux)")
 	flag.StringVar(&o.caCerts, "ca-certs", defaultCACerts, "CA bundle copied into the images as "+caCertsPath)
-	flag.StringVar(&o.testOut, "test-images", "", "also write the local node's test images (pause, testbed) into this directory")
+	flag.StringVar(&o.testOut, "test-images", "", "also write the local node's test images (pause, testbed; claude-agent with -claude) into this directory")
 	flag.StringVar(&o.busybox, "busybox", "bin/node/busybox", "static busybox for the testbed image (with -test-images)")
+	flag.StringVar(&o.claude, "claude", "", "with -test-images, also write the claude-agent image around this Claude Code binary (test/conformance's npm install puts the pinned one in node_modules/@anthropic-ai/claude-agent-sdk-linux-x64/claude)")
+	flag.StringVar(&o.bash, "bash", "/bin/bash", "bash for the claude-agent image (Claude Code's Bash tool runs bash or zsh); with its shared libraries, like claude's")
 	flag.StringVar(&o.bin, "bin", "", "directory of prebuilt manager, confirmer and gate-hook binaries (static, linux/<arch>); empty builds them")
 	flag.Parse()
 	if err := run(o, os.Stdout, os.Stderr); err != nil {
@@ -33,10 +36,12 @@ func main() {
 type options struct {
 	root, out, arch, caCerts string
 	testOut, busybox         string // -test-images: where to write them, and the busybox they carry
+	claude, bash             string // -claude: the claude-agent test image's binaries, or "" for none
 	bin                      string // prebuilt binaries, or "" to build them
 }
 
-// run builds the binaries (unless o.bin is set) and writes both images to o.out.
+// run writes both images to o.out (unless it is empty) and the test images to o.testOut (if
+// set).
 func run(o options, stdout, progress io.Writer) error {
 	src, err := readSource(o.root)
 	if err != nil {
@@ -46,6 +51,31 @@ func run(o options, stdout, progress io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("reading the CA bundle for the images (Debian's ca-certificates provides %s; or pass -ca-certs): %w", defaultCACerts, err)
 	}
+	if o.out == "" && o.testOut == "" {
+		return errors.New("nothing to write: -out and -test-images are both empty")
+	}
+	if o.claude != "" && o.testOut == "" {
+		return errors.New("-claude writes a test image: set -test-images")
+	}
+	if o.out != "" {
+		if err := writeProductImages(o, src, ca, stdout, progress); err != nil {
+			return err
+		}
+	}
+	if o.testOut != "" {
+		if err := os.MkdirAll(o.testOut, 0o755); err != nil {
+			return err
+		}
+		t := o
+		t.out = o.testOut
+		return writeTestImages(t, src, ca, stdout, progress)
+	}
+	return nil
+}
+
+// writeProductImages builds the binaries (unless o.bin is set) and writes gate-operator's two
+// images to o.out.
+func writeProductImages(o options, src *source, ca []byte, stdout, progress io.Writer) error {
 	if o.bin == "" {
 		dir, err := os.MkdirTemp("", "gate-operator-images-")
 		if err != nil {
@@ -61,22 +91,20 @@ func run(o options, stdout, progress io.Writer) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	for _, spec := range imageSpecs(src) {
-		path := filepath.Join(o.out, spec.name+".tar")
+	return writeImages(imageSpecs(src), src, o.arch, ca, o.bin, o.out, stdout, progress)
+}
+
+// writeImages writes each image as <out>/<name>.tar, with its binaries from binDir, and prints
+// "<ref> <digest>" for each.
+func writeImages(specs []imageSpec, src *source, arch string, ca []byte, binDir, out string, stdout, progress io.Writer) error {
+	for _, spec := range specs {
+		path := filepath.Join(out, spec.name+".tar")
 		fmt.Fprintf(progress, "writing %s (%s)\n", path, spec.ref)
-		digest, err := writeImage(spec, src, o.arch, ca, o.bin, path)
+		digest, err := writeImage(spec, src, arch, ca, binDir, path)
 		if err != nil {
 			return fmt.Errorf("image %s: %w", spec.name, err)
 		}
 		fmt.Fprintf(stdout, "%s %s\n", spec.ref, digest)
-	}
-	if o.testOut != "" {
-		if err := os.MkdirAll(o.testOut, 0o755); err != nil {
-			return err
-		}
-		t := o
-		t.out = o.testOut
-		return writeTestImages(t, src, ca, stdout, progress)
 	}
 	return nil
 }

@@ -7,40 +7,113 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 )
 
 // The local node's test images: never released, tagged under localhost/ so that nothing could
 // pull them from a registry. The pause image is containerd's pinned sandbox image; the testbed
-// image runs the fakes of the demo and the e2e tests (DNS, the Managed Agents API, TCP probes)
-// and stands in for an agent image: a static busybox from Debian gives it the POSIX shell and
-// the few tools the PreToolUse hook wrapper needs (/bin/sh, /usr/bin/env, sleep).
+// image runs the fakes of the demo and the e2e tests (DNS, the Managed Agents API, the Messages
+// API stand-in, TCP probes) and stands in for an agent image: a static busybox from Debian gives
+// it the POSIX shell and the few tools the PreToolUse hook wrapper needs (/bin/sh, /usr/bin/env,
+// sleep). With -claude, the claude-agent image is the real Claude Code for the conformance
+// suite's sandbox pod.
 const (
 	PauseRef   = "localhost/gate-operator-test/pause:v1"
 	TestbedRef = "localhost/gate-operator-test/testbed:v1"
+	// ClaudeAgentRef is the agent image of the conformance suite's sandbox pod (-claude).
+	ClaudeAgentRef = "localhost/gate-operator-test/claude-agent:v1"
 )
 
 // busyboxApplets are linked into the testbed image's /bin.
 var busyboxApplets = []string{"sh", "env", "sleep", "cat", "ls", "echo", "rm", "mkdir", "touch", "test", "id", "printf", "kill", "ps", "grep", "wc", "head", "true", "false", "nc", "wget", "nslookup"}
 
-func testImageSpecs(busybox []byte) []imageSpec {
-	extra := []file{
+// claudeApplets are the claude-agent image's further tools: what Claude Code's Bash tool and
+// its shell snapshot call besides bash's builtins.
+var claudeApplets = []string{"basename", "chmod", "cp", "cut", "dirname", "find", "mktemp", "mv", "readlink", "realpath", "sed", "sort", "stat", "tail", "tr", "uname", "which", "xargs"}
+
+// busyboxFiles are /bin/busybox, the applets linked to it in /bin, /usr/bin/env, and /tmp.
+func busyboxFiles(busybox []byte, applets ...[]string) []file {
+	files := []file{
 		{path: "bin/", mode: 0o755},
 		{path: "bin/busybox", mode: 0o755, data: busybox},
 		{path: "tmp/", mode: 0o1777},
 		{path: "usr/", mode: 0o755},
 		{path: "usr/bin/", mode: 0o755},
 	}
-	for _, a := range busyboxApplets {
-		extra = append(extra, file{path: "bin/" + a, mode: 0o777, link: "busybox"})
+	for _, list := range applets {
+		for _, a := range list {
+			files = append(files, file{path: "bin/" + a, mode: 0o777, link: "busybox"})
+		}
 	}
-	extra = append(extra, file{path: "usr/bin/env", mode: 0o777, link: "/bin/busybox"})
+	return append(files, file{path: "usr/bin/env", mode: 0o777, link: "/bin/busybox"})
+}
+
+func testImageSpecs(busybox []byte) []imageSpec {
+	extra := busyboxFiles(busybox, busyboxApplets)
 	return []imageSpec{
 		{name: "pause", ref: PauseRef, binaries: []string{"testbed"}, entrypoint: []string{"/testbed", "pause"}, comment: "testbed pause: the pod sandbox"},
 		{name: "testbed", ref: TestbedRef, binaries: []string{"testbed"}, cmd: []string{"pause"}, extra: extra, comment: "testbed and a static busybox from Debian"},
 	}
 }
 
-// writeTestImages builds hack/testbed and writes the test images into out.
+// agentUID is the claude-agent image's user, the one docs/examples/sandbox-pod.yaml runs as.
+const agentUID = 1000
+
+// claudeAgentSpec is Claude Code as it runs in a sandbox pod: the claude binary at
+// /usr/local/bin/claude, Debian's bash at /bin/bash (Claude Code's Bash tool runs bash or zsh,
+// nothing else), the shared libraries and the dynamic loader both link, busybox for /bin/sh
+// (the hook wrapper) and the tools, testbed for its pause (the entrypoint) and probe, a CA
+// bundle, and the user agent (uid 1000) with its home /home/agent and /workspace. The pod mounts
+// writable volumes over those two and /tmp; the rest can be read-only.
+func claudeAgentSpec(ca, busybox, claude, bash []byte, libs []file) imageSpec {
+	root := rootFiles(ca)
+	for i, f := range root {
+		switch f.path {
+		case "etc/passwd":
+			root[i].data = append(slices.Clone(f.data), fmt.Sprintf("agent:x:%d:%d:agent:/home/agent:/bin/bash\n", agentUID, agentUID)...)
+		case "etc/group":
+			root[i].data = append(slices.Clone(f.data), fmt.Sprintf("agent:x:%d:\n", agentUID)...)
+		}
+	}
+	root = append(root, file{path: "home/agent/", mode: 0o755, uid: agentUID, gid: agentUID})
+	extra := append(busyboxFiles(busybox, busyboxApplets, claudeApplets),
+		file{path: "bin/bash", mode: 0o755, data: bash},
+		file{path: "usr/local/", mode: 0o755},
+		file{path: "usr/local/bin/", mode: 0o755},
+		file{path: "usr/local/bin/claude", mode: 0o755, data: claude},
+		file{path: "workspace/", mode: 0o755, uid: agentUID, gid: agentUID},
+	)
+	return imageSpec{
+		name: "claude-agent", ref: ClaudeAgentRef, binaries: []string{"testbed"}, entrypoint: []string{"/testbed", "pause"},
+		root: root, user: agentUID, extra: append(extra, libs...),
+		comment: "Claude Code, Debian's bash and their shared libraries, a static busybox, testbed",
+	}
+}
+
+// claudeAgent reads the claude-agent image's programs and resolves their shared libraries.
+func claudeAgent(o options, ca, busybox []byte, progress io.Writer) (imageSpec, error) {
+	claude, err := os.ReadFile(o.claude)
+	if err != nil {
+		return imageSpec{}, fmt.Errorf("-claude: %w (test/conformance installs the pinned binary with npm ci)", err)
+	}
+	bash, err := os.ReadFile(o.bash)
+	if err != nil {
+		return imageSpec{}, fmt.Errorf("-bash: %w (Debian's bash)", err)
+	}
+	libs, err := sharedLibs(o.arch, o.claude, o.bash)
+	if err != nil {
+		return imageSpec{}, err
+	}
+	for _, l := range libs {
+		if l.data != nil {
+			fmt.Fprintf(progress, "claude-agent: /%s\n", l.path)
+		}
+	}
+	return claudeAgentSpec(ca, busybox, claude, bash, libs), nil
+}
+
+// writeTestImages builds hack/testbed and writes the test images into out, and the
+// claude-agent image when o.claude names a Claude Code binary.
 func writeTestImages(o options, src *source, ca []byte, stdout, progress io.Writer) error {
 	busybox, err := os.ReadFile(o.busybox)
 	if err != nil {
@@ -59,14 +132,13 @@ func writeTestImages(o options, src *source, ca []byte, stdout, progress io.Writ
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build ./hack/testbed: %w\n%s", err, out.String())
 	}
-	for _, spec := range testImageSpecs(busybox) {
-		path := filepath.Join(o.out, spec.name+".tar")
-		fmt.Fprintf(progress, "writing %s (%s)\n", path, spec.ref)
-		digest, err := writeImage(spec, src, o.arch, ca, dir, path)
+	specs := testImageSpecs(busybox)
+	if o.claude != "" {
+		spec, err := claudeAgent(o, ca, busybox, progress)
 		if err != nil {
-			return fmt.Errorf("image %s: %w", spec.name, err)
+			return err
 		}
-		fmt.Fprintf(stdout, "%s %s\n", spec.ref, digest)
+		specs = append(specs, spec)
 	}
-	return nil
+	return writeImages(specs, src, o.arch, ca, dir, o.out, stdout, progress)
 }

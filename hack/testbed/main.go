@@ -1,6 +1,7 @@
 // Command testbed is the one static binary of the local node's test images (hack/images
-// -test-images): the pod sandbox's pause process, a DNS stand-in, a TCP probe and the fake
-// Managed Agents API, each as a subcommand. None of it ships to users.
+// -test-images): the pod sandbox's pause process, a DNS stand-in, a TCP probe, the fake
+// Managed Agents API and the Messages API stand-in, each as a subcommand. None of it ships to
+// users.
 //
 //	testbed pause                        sleep until SIGTERM or SIGINT (the pause image)
 //	testbed dns -listen :5353 NAME=IP... answer A queries for NAME with IP, NXDOMAIN otherwise
@@ -12,6 +13,8 @@
 //	testbed fake-anthropic -listen :8080 -api-key-file F
 //	                                     the fake Managed Agents API over plain HTTP, with
 //	                                     /_fake/ endpoints to add sessions and read confirmations
+//	testbed messages -listen :8080       the scripted Messages API stand-in Claude Code talks to,
+//	                                     with /_standin/ endpoints to script it and read results
 package main
 
 import (
@@ -36,7 +39,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: testbed pause|dns|probe|fake-anthropic [flags]")
+		fmt.Fprintln(os.Stderr, "usage: testbed pause|dns|probe|window|listen|fake-anthropic|messages [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -56,6 +59,8 @@ func main() {
 		<-ctx.Done()
 	case "fake-anthropic":
 		err = fakeAnthropic(ctx, args)
+	case "messages":
+		err = messages(ctx, args)
 	default:
 		err = fmt.Errorf("unknown subcommand %q", cmd)
 	}
@@ -245,12 +250,17 @@ func fakeAnthropic(ctx context.Context, args []string) error {
 		_ = json.NewEncoder(w).Encode(fake.Confirmations(id))
 	})
 	mux.Handle("/", fake.Config.Handler)
-	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return serveHTTP(ctx, *listen, mux, "fake Managed Agents API")
+}
+
+// serveHTTP serves handler on addr until ctx ends.
+func serveHTTP(ctx context.Context, addr string, handler http.Handler, what string) error {
+	srv := &http.Server{Addr: addr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Shutdown(context.Background())
 	}()
-	fmt.Printf("fake Managed Agents API on %s\n", *listen)
+	fmt.Printf("%s on %s\n", what, addr)
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -146,14 +146,15 @@ func (e *Env) Kubectl(ctx context.Context, stdin string, args ...string) (string
 }
 
 // InstallChart installs charts/gate-operator as a user would, into OperatorNamespace, with the
-// local cluster's ranges as the only values (a user sets them for their own cluster), and
-// waits until the manager is Available.
-func (e *Env) InstallChart(ctx context.Context) error {
+// local cluster's ranges as the only values (a user sets them for their own cluster) besides
+// extra helm arguments, and waits until the manager is Available.
+func (e *Env) InstallChart(ctx context.Context, extra ...string) error {
 	e.Step("installing gate-operator with its Helm chart (helm install, the local images)")
 	helm := filepath.Join(e.Root, "bin", "helm")
-	cmd := exec.CommandContext(ctx, helm, "install", "gate-operator", filepath.Join(e.Root, "charts", "gate-operator"),
+	args := append([]string{"install", "gate-operator", filepath.Join(e.Root, "charts", "gate-operator"),
 		"--kubeconfig", e.Kubeconfig, "--namespace", OperatorNamespace, "--create-namespace", "--wait", "--timeout", "3m",
-		"--set-json", fmt.Sprintf(`manager.extraArgs=["--service-cidrs=%s","--pod-cidrs=%s"]`, ServiceCIDR, PodCIDR))
+		"--set-json", fmt.Sprintf(`manager.extraArgs=["--service-cidrs=%s","--pod-cidrs=%s"]`, ServiceCIDR, PodCIDR)}, extra...)
+	cmd := exec.CommandContext(ctx, helm, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

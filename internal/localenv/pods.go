@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -62,7 +60,7 @@ func (e *Env) FakeSession(ctx context.Context, id, agentID string, calls ...anth
 		return nil, err
 	}
 	var out struct{ ToolUseIDs []string }
-	if err := fakeCall(ctx, http.MethodPost, "/_fake/sessions/"+id, body, &out); err != nil {
+	if err := hostCall(ctx, FakeHostURL, http.MethodPost, "/_fake/sessions/"+id, body, &out); err != nil {
 		return nil, err
 	}
 	return out.ToolUseIDs, nil
@@ -71,14 +69,16 @@ func (e *Env) FakeSession(ctx context.Context, id, agentID string, calls ...anth
 // FakeConfirmations returns the user.tool_confirmation events the fake's session received.
 func (e *Env) FakeConfirmations(ctx context.Context, id string) ([]map[string]any, error) {
 	var out []map[string]any
-	err := fakeCall(ctx, http.MethodGet, "/_fake/sessions/"+id+"/confirmations", nil, &out)
+	err := hostCall(ctx, FakeHostURL, http.MethodGet, "/_fake/sessions/"+id+"/confirmations", nil, &out)
 	return out, err
 }
 
-func fakeCall(ctx context.Context, method, path string, body []byte, out any) error {
+// hostCall calls a fake in the cluster from the host at base (a Service's address) and decodes
+// its JSON answer into out, unless out is nil.
+func hostCall(ctx context.Context, base, method, path string, body []byte, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, FakeHostURL+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -87,8 +87,11 @@ func fakeCall(ctx context.Context, method, path string, body []byte, out any) er
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	if out == nil {
+		return nil
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }
@@ -97,25 +100,11 @@ func fakeCall(ctx context.Context, method, path string, body []byte, out any) er
 // written there except its agent image, which is the testbed image (a shell and the probe),
 // and waits until it is Ready. It returns the pod's name.
 func (e *Env) ApplySandbox(ctx context.Context, namespace string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(e.Root, "docs", "examples", "sandbox-pod.yaml"))
+	manifest, err := e.SandboxManifest(TestbedImage)
 	if err != nil {
 		return "", err
 	}
-	const exampleImage = "registry.example/coding-agent:1.0"
-	if !bytes.Contains(b, []byte(exampleImage)) {
-		return "", fmt.Errorf("docs/examples/sandbox-pod.yaml no longer names the agent image %s", exampleImage)
-	}
-	manifest := strings.Replace(string(b), exampleImage, TestbedImage, 1)
-	out, err := e.Kubectl(ctx, manifest, "-n", namespace, "apply", "-f", "-", "-o", "name")
-	if err != nil {
-		return "", err
-	}
-	name := strings.TrimPrefix(strings.TrimSpace(out), "pod/")
-	if _, err := e.Kubectl(ctx, "", "-n", namespace, "wait", "--for=condition=Ready", "pod/"+name, "--timeout=90s"); err != nil {
-		desc, _ := e.Kubectl(ctx, "", "-n", namespace, "describe", "pod", name)
-		return "", fmt.Errorf("%w\n%s", err, desc)
-	}
-	return name, nil
+	return e.ApplyPod(ctx, namespace, manifest)
 }
 
 // Exec runs command in a container of a pod with stdin and returns its standard output and

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/intutic/gate-operator/internal/anthropic/messagestest"
 	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/testutil"
@@ -151,9 +152,10 @@ func TestClaudeCodeSettingsCannotTurnOffTheGate(t *testing.T) {
 					t.Fatal(err)
 				}
 				marker := filepath.Join(t.TempDir(), "marker")
-				s := &messagesStandIn{tool: "Bash", input: map[string]any{"command": "rm -rf /nonexistent-gate-conformance; touch " + marker}}
+				s := messagestest.New("Bash", map[string]any{"command": "rm -rf /nonexistent-gate-conformance; touch " + marker})
 				r := runClaudeWithShell(t, s, managed, work, home, o.shell, "--allowedTools", "Bash")
-				ok, detail := blockedWith("destructive command on the root filesystem")(t, r, s, marker)
+				r.marker = fileExists(marker)
+				ok, detail := blockedWith("destructive command on the root filesystem")(r)
 				record(t, claudePkg, name, ok, detail)
 			})
 		}

@@ -6,89 +6,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/intutic/gate-operator/internal/anthropic/messagestest"
 	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 const claudePkg = "@anthropic-ai/claude-agent-sdk"
-
-// messagesStandIn is a scripted Messages API: the first turn calls one tool with one input;
-// the turn that carries the tool_result ends with a text block. It records the tool_results.
-type messagesStandIn struct {
-	tool  string
-	input map[string]any
-
-	mu      sync.Mutex
-	results []map[string]any
-}
-
-func (m *messagesStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !strings.HasPrefix(r.URL.Path, "/v1/messages") || strings.Contains(r.URL.Path, "count_tokens") {
-		http.NotFound(w, r)
-		return
-	}
-	var req struct {
-		Messages []struct {
-			Role    string `json:"role"`
-			Content any    `json:"content"`
-		} `json:"messages"`
-	}
-	body, _ := io.ReadAll(r.Body)
-	_ = json.Unmarshal(body, &req)
-	var result map[string]any
-	if n := len(req.Messages); n > 0 {
-		if blocks, ok := req.Messages[n-1].Content.([]any); ok {
-			for _, b := range blocks {
-				if bm, ok := b.(map[string]any); ok && bm["type"] == "tool_result" {
-					result = bm
-				}
-			}
-		}
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	ev := func(name, data string) { fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data) }
-	ev("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":1}}}`)
-	if result != nil {
-		m.mu.Lock()
-		m.results = append(m.results, result)
-		m.mu.Unlock()
-		ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
-		ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"done"}}`)
-		ev("content_block_stop", `{"type":"content_block_stop","index":0}`)
-		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":5}}`)
-	} else {
-		input, _ := json.Marshal(m.input)
-		partial, _ := json.Marshal(string(input))
-		ev("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_01GATE","name":%q,"input":{}}}`, m.tool))
-		ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+string(partial)+`}}`)
-		ev("content_block_stop", `{"type":"content_block_stop","index":0}`)
-		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":20}}`)
-	}
-	ev("message_stop", `{"type":"message_stop"}`)
-}
-
-func (m *messagesStandIn) toolResult() (content string, isError bool, ok bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.results) == 0 {
-		return "", false, false
-	}
-	r := m.results[len(m.results)-1]
-	b, _ := json.Marshal(r["content"])
-	isErr, _ := r["is_error"].(bool)
-	return string(b), isErr, true
-}
 
 // bundle renders the sample policy's bootstrap bundle into hooksDir, as the ConfigMap volume
 // would hold it, with the mount directory set to hooksDir.
@@ -107,55 +38,47 @@ func bundle(t *testing.T, hooksDir, hookBin string) {
 	}
 }
 
-type claudeRun struct {
-	out     map[string]any
-	stderr  string
-	denials []string
-}
-
-// runClaude runs the real Claude Code in print mode against the stand-in, inside a private
-// mount namespace whose /etc/claude-code is a bind mount of managedDir. Nothing is written
-// to the host's /etc but an empty mount point.
-func runClaude(t *testing.T, standIn *messagesStandIn, managedDir, work, home string, extra ...string) claudeRun {
+// claudeBinary is the pinned Claude Code binary npm ci installed.
+func claudeBinary(t *testing.T) string {
 	t.Helper()
-	return runClaudeWithShell(t, standIn, managedDir, work, home, "", extra...)
-}
-
-// runClaudeWithShell is runClaude with /bin/sh replaced, inside the mount namespace only, by
-// shell (a path such as /bin/bash), as on distributions whose /bin/sh is bash; "" keeps it.
-func runClaudeWithShell(t *testing.T, standIn *messagesStandIn, managedDir, work, home, shell string, extra ...string) claudeRun {
-	t.Helper()
-	srv := httptest.NewServer(standIn)
-	defer srv.Close()
 	claude, err := filepath.Abs(filepath.Join("node_modules", "@anthropic-ai", "claude-agent-sdk-linux-x64", "claude"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll("/etc/claude-code", 0o755); err != nil {
-		t.Fatalf("creating the mount point: %v", err)
-	}
-	args := append([]string{"-p", "do the task", "--output-format", "json"}, extra...)
-	script := `mount --bind "$1" /etc/claude-code && shift && exec "$@"`
-	if shell != "" {
-		// /bin/sh may be a symlink (to dash): the bind mount lands on its target, in this
-		// namespace only.
-		script = `mount --bind "$1" /etc/claude-code && mount --bind ` + shell + ` "$(readlink -f /bin/sh)" && shift && exec "$@"`
-	}
-	cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "sh", "-c", script, "sh", managedDir, claude}, args...)...)
-	cmd.Dir = work
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + home,
-		"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-ant-conformance",
+	return claude
+}
+
+// claudeArgs runs Claude Code once in print mode, answering in JSON.
+func claudeArgs(extra ...string) []string {
+	return append([]string{"-p", "do the task", "--output-format", "json"}, extra...)
+}
+
+// claudeEnv is Claude Code's whole environment: its model API is the stand-in at baseURL, and
+// it sends nothing else anywhere.
+func claudeEnv(path, home, baseURL string) []string {
+	return []string{
+		"PATH=" + path, "HOME=" + home,
+		"ANTHROPIC_BASE_URL=" + baseURL, "ANTHROPIC_API_KEY=sk-ant-conformance",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1",
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Logf("claude exited: %v\n%s", err, stderr.String())
-	}
-	r := claudeRun{stderr: stderr.String()}
-	if err := json.Unmarshal(stdout.Bytes(), &r.out); err != nil {
-		t.Fatalf("claude's JSON output: %v\n%s\n%s", err, stdout.String(), stderr.String())
+}
+
+// claudeRun is what a case's check judges: Claude Code's JSON output, the tool_result the model
+// got, and whether the case's marker file exists after the run.
+type claudeRun struct {
+	out     map[string]any
+	stderr  string
+	denials []string
+	result  messagestest.ToolResult
+	marker  bool
+}
+
+// parseClaudeRun reads Claude Code's print-mode JSON output and its permission denials.
+func parseClaudeRun(t *testing.T, stdout, stderr string) claudeRun {
+	t.Helper()
+	r := claudeRun{stderr: stderr}
+	if err := json.Unmarshal([]byte(stdout), &r.out); err != nil {
+		t.Fatalf("claude's JSON output: %v\n%s\n%s", err, stdout, stderr)
 	}
 	if ds, ok := r.out["permission_denials"].([]any); ok {
 		for _, d := range ds {
@@ -167,23 +90,74 @@ func runClaudeWithShell(t *testing.T, standIn *messagesStandIn, managedDir, work
 	return r
 }
 
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// runClaude runs the real Claude Code in print mode against the stand-in, inside a private
+// mount namespace whose /etc/claude-code is a bind mount of managedDir. Nothing is written
+// to the host's /etc but an empty mount point.
+func runClaude(t *testing.T, standIn *messagestest.Server, managedDir, work, home string, extra ...string) claudeRun {
+	t.Helper()
+	return runClaudeWithShell(t, standIn, managedDir, work, home, "", extra...)
+}
+
+// runClaudeWithShell is runClaude with /bin/sh replaced, inside the mount namespace only, by
+// shell (a path such as /bin/bash), as on distributions whose /bin/sh is bash; "" keeps it.
+func runClaudeWithShell(t *testing.T, standIn *messagestest.Server, managedDir, work, home, shell string, extra ...string) claudeRun {
+	t.Helper()
+	srv := httptest.NewServer(standIn)
+	defer srv.Close()
+	claude := claudeBinary(t)
+	if err := os.MkdirAll("/etc/claude-code", 0o755); err != nil {
+		t.Fatalf("creating the mount point: %v", err)
+	}
+	args := claudeArgs(extra...)
+	script := `mount --bind "$1" /etc/claude-code && shift && exec "$@"`
+	if shell != "" {
+		// /bin/sh may be a symlink (to dash): the bind mount lands on its target, in this
+		// namespace only.
+		script = `mount --bind "$1" /etc/claude-code && mount --bind ` + shell + ` "$(readlink -f /bin/sh)" && shift && exec "$@"`
+	}
+	cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "sh", "-c", script, "sh", managedDir, claude}, args...)...)
+	cmd.Dir = work
+	cmd.Env = claudeEnv(os.Getenv("PATH"), home, srv.URL)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Logf("claude exited: %v\n%s", err, stderr.String())
+	}
+	r := parseClaudeRun(t, stdout.String(), stderr.String())
+	r.result = standIn.ToolResult()
+	return r
+}
+
 const refusal = "[Intutic Governance] BLOCKED: "
 
-type check func(t *testing.T, r claudeRun, s *messagesStandIn, marker string) (bool, string)
+type check func(r claudeRun) (bool, string)
 
 // blockedWith passes when the model got the gate's refusal with reason and the command did
 // not run.
 func blockedWith(reason string) check {
-	return func(t *testing.T, r claudeRun, s *messagesStandIn, marker string) (bool, string) {
-		content, isErr, ok := s.toolResult()
-		_, statErr := os.Stat(marker)
+	return func(r claudeRun) (bool, string) {
 		switch {
-		case !ok:
+		case !r.result.Answered:
 			return false, "the model never received a tool_result"
-		case !isErr || !strings.Contains(content, refusal+reason):
-			return false, fmt.Sprintf("tool_result is_error=%v content %s", isErr, content)
-		case statErr == nil:
+		case !r.result.IsError || !strings.Contains(r.result.Content, refusal+reason):
+			return false, fmt.Sprintf("tool_result is_error=%v content %s", r.result.IsError, r.result.Content)
+		case r.marker:
 			return false, "the blocked command ran: the marker exists"
+		}
+		return true, ""
+	}
+}
+
+// ran passes when the marker exists: the allowed call did what it was asked.
+func ran(what string) check {
+	return func(r claudeRun) (bool, string) {
+		if !r.marker {
+			return false, what + " did not run: " + r.result.Content
 		}
 		return true, ""
 	}
@@ -221,24 +195,18 @@ func TestClaudeCode(t *testing.T) {
 		{name: "an allowed Bash command runs", tool: "Bash",
 			input: func(m string) map[string]any { return map[string]any{"command": "touch " + m} },
 			extra: []string{"--allowedTools", "Bash"},
-			check: func(t *testing.T, r claudeRun, s *messagesStandIn, marker string) (bool, string) {
-				if _, err := os.Stat(marker); err != nil {
-					return false, "the allowed command did not run"
-				}
-				return true, ""
-			}},
+			check: ran("the allowed command")},
 		{name: "an Ask rule hands the call to Claude's own permission flow", tool: "WebFetch",
 			input: func(string) map[string]any {
 				return map[string]any{"url": "https://docs.example.org/guide", "prompt": "summarise"}
 			},
 			extra: []string{"--allowedTools", "WebFetch"},
-			check: func(t *testing.T, r claudeRun, s *messagesStandIn, marker string) (bool, string) {
-				content, _, _ := s.toolResult()
-				if strings.Contains(content, refusal) {
-					return false, "the gate refused instead of asking: " + content
+			check: func(r claudeRun) (bool, string) {
+				if strings.Contains(r.result.Content, refusal) {
+					return false, "the gate refused instead of asking: " + r.result.Content
 				}
 				if len(r.denials) == 0 || r.denials[0] != "WebFetch" {
-					return false, fmt.Sprintf("print mode has nobody to ask, so Claude's flow must deny it; denials %v, result %s", r.denials, content)
+					return false, fmt.Sprintf("print mode has nobody to ask, so Claude's flow must deny it; denials %v, result %s", r.denials, r.result.Content)
 				}
 				return true, ""
 			}},
@@ -261,13 +229,7 @@ func TestClaudeCode(t *testing.T) {
 			input: func(string) map[string]any { return map[string]any{"service": "api", "environment": "staging"} },
 			mcp:   true,
 			extra: []string{"--allowedTools", "mcp__deploy__release"},
-			check: func(t *testing.T, r claudeRun, s *messagesStandIn, marker string) (bool, string) {
-				if _, err := os.Stat(marker); err != nil {
-					content, _, _ := s.toolResult()
-					return false, "the allowed MCP call did not reach the server: " + content
-				}
-				return true, ""
-			}},
+			check: ran("the allowed MCP call (it reaches the server)")},
 		{name: "a missing snapshot blocks", tool: "Bash",
 			input:    func(m string) map[string]any { return map[string]any{"command": "touch " + m} },
 			extra:    []string{"--allowedTools", "Bash"},
@@ -298,7 +260,7 @@ func TestClaudeCode(t *testing.T) {
 				t.Fatal(err)
 			}
 			marker := filepath.Join(t.TempDir(), "marker")
-			s := &messagesStandIn{tool: tc.tool, input: tc.input(marker)}
+			s := messagestest.New(tc.tool, tc.input(marker))
 			extra := tc.extra
 			if tc.mcp {
 				server, _ := filepath.Abs("mcp-server.mjs")
@@ -312,7 +274,8 @@ func TestClaudeCode(t *testing.T) {
 				extra = append(extra, "--mcp-config", cfgPath, "--strict-mcp-config")
 			}
 			r := runClaude(t, s, managed, work, t.TempDir(), extra...)
-			ok, detail := tc.check(t, r, s, marker)
+			r.marker = fileExists(marker)
+			ok, detail := tc.check(r)
 			record(t, claudePkg, tc.name, ok, detail)
 		})
 	}

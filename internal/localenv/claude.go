@@ -1,0 +1,92 @@
+package localenv
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// ClaudeAgentImage is the agent image with the real Claude Code in it (hack/images -claude).
+const ClaudeAgentImage = "localhost/gate-operator-test/claude-agent:v1"
+
+// ImportClaudeAgent writes the claude-agent image around the Claude Code binary claude (go run
+// ./hack/images -claude; it is not one of the images every node start imports, it weighs about
+// 400 MB) and imports it into the node's containerd.
+func (e *Env) ImportClaudeAgent(ctx context.Context, claude string) error {
+	e.Step("building the claude-agent image around %s and importing it", claude)
+	dir, err := os.MkdirTemp(e.Dir, "claude-agent-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := e.runIn(ctx, e.Root, "go", "run", "./hack/images", "-out", "", "-test-images", dir,
+		"-busybox", filepath.Join(e.Root, "bin", "node", "busybox"), "-claude", claude); err != nil {
+		return err
+	}
+	return e.ImportImage(ctx, filepath.Join(dir, "claude-agent.tar"))
+}
+
+// ImportImage imports a docker-archive tarball into the node's containerd, where pods find it
+// (imagePullPolicy IfNotPresent or Never).
+func (e *Env) ImportImage(ctx context.Context, tarball string) error {
+	out, err := exec.CommandContext(ctx, filepath.Join(e.Root, "hack", "build-node.sh"), "--print").Output()
+	if err != nil {
+		return fmt.Errorf("hack/build-node.sh --print: %w", err)
+	}
+	var ctr string
+	for sc := bufio.NewScanner(bytes.NewReader(out)); sc.Scan(); {
+		if dir, ok := strings.CutPrefix(sc.Text(), "CONTAINERD_DIR="); ok {
+			ctr = filepath.Join(dir, "ctr")
+		}
+	}
+	if ctr == "" {
+		return fmt.Errorf("hack/build-node.sh --print names no CONTAINERD_DIR: %s", out)
+	}
+	sock := filepath.Join(e.ClusterDir(), "node", "containerd", "containerd.sock")
+	return e.runIn(ctx, e.Root, ctr, "--address", sock, "-n", "k8s.io", "images", "import", "--local", tarball)
+}
+
+// SandboxManifest is the pod of docs/examples/sandbox-pod.yaml as written there except its agent
+// image, which is image.
+func (e *Env) SandboxManifest(image string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(e.Root, "docs", "examples", "sandbox-pod.yaml"))
+	if err != nil {
+		return "", err
+	}
+	const exampleImage = "registry.example/coding-agent:1.0"
+	if !bytes.Contains(b, []byte(exampleImage)) {
+		return "", fmt.Errorf("docs/examples/sandbox-pod.yaml no longer names the agent image %s", exampleImage)
+	}
+	return strings.Replace(string(b), exampleImage, image, 1), nil
+}
+
+// ApplyPod applies a pod manifest in namespace, waits until the pod is Ready and returns its
+// name.
+func (e *Env) ApplyPod(ctx context.Context, namespace, manifest string) (string, error) {
+	out, err := e.Kubectl(ctx, manifest, "-n", namespace, "apply", "-f", "-", "-o", "name")
+	if err != nil {
+		return "", err
+	}
+	name := strings.TrimPrefix(strings.TrimSpace(out), "pod/")
+	if _, err := e.Kubectl(ctx, "", "-n", namespace, "wait", "--for=condition=Ready", "pod/"+name, "--timeout=120s"); err != nil {
+		desc, _ := e.Kubectl(ctx, "", "-n", namespace, "describe", "pod", name)
+		return "", fmt.Errorf("%w\n%s", err, desc)
+	}
+	return name, nil
+}
+
+func (e *Env) runIn(ctx context.Context, dir, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out.String())
+	}
+	return nil
+}

@@ -1,0 +1,312 @@
+//go:build conformance
+
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/yaml"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/anthropic/messagestest"
+	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/localenv"
+	"github.com/intutic/gate-operator/internal/testutil"
+)
+
+const (
+	podNamespace = "agents"
+	// agentHome is the home of the claude-agent image's user (uid 1000, as in the example).
+	agentHome = "/home/agent"
+	// podSnapshot is where the agent container reads the policy snapshot kubelet delivers.
+	podSnapshot = "/opt/intutic/hooks/" + gate.SnapshotFileName
+)
+
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestClaudeCodeInPod runs the pinned Claude Code inside a sandbox pod on the local node, as
+// docs/examples/sandbox-pod.yaml has it (gate-hook installed by an init container, the wait for
+// the egress policy, the bootstrap ConfigMap mounted whole, managed-settings.json at
+// /etc/claude-code, uid 1000, a read-only root filesystem with writable volumes only for HOME,
+// /workspace and /tmp), with the sample policy whose egress allows only the Messages API
+// stand-in's pod address and port. The stand-in runs as another pod; the cases drive Claude
+// Code with kubectl exec exactly as runClaude does on the host. It needs root (the node) and
+// starts and stops the node itself.
+func TestClaudeCodeInPod(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("Claude Code in a pod runs the local node and needs root")
+	}
+	claude := claudeBinary(t)
+	if _, err := os.Stat(claude); err != nil {
+		t.Fatalf("the pinned Claude Code binary (npm ci installs it): %v", err)
+	}
+	// End before go test's own deadline, which would panic and leave the node running.
+	timeout := 40 * time.Minute
+	if d, ok := t.Deadline(); ok {
+		timeout = time.Until(d) - time.Minute
+	}
+	ctx := testutil.Context(t, timeout)
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	env, err := localenv.Start(ctx, root, testLog{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	mustDo(t, env.InstallChart(ctx))
+	mustDo(t, env.ImportClaudeAgent(ctx, claude))
+	standIn, err := env.DeployMessagesStandIn(ctx)
+	mustDo(t, err)
+
+	// The sample policy, its egress narrowed to the stand-in: the pod's address and port, since
+	// NetworkPolicies see a Service's traffic after kube-proxy has translated it.
+	env.Step("applying the sample HarnessAgentPolicy, egress only to the stand-in %s:8080", standIn)
+	c := env.Client
+	mustDo(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podNamespace}}))
+	p := harnessSamplePolicy(t)
+	p.Namespace = podNamespace
+	p.Spec.Egress = gatev1.EgressSpec{AllowedCIDRs: []gatev1.CIDR{gatev1.CIDR(standIn + "/32")}, Ports: []int32{8080}}
+	mustDo(t, c.Create(ctx, p))
+	policyKey := types.NamespacedName{Namespace: podNamespace, Name: p.Name}
+	policy := waitPolicy(ctx, t, env, policyKey, 1)
+
+	env.Step("starting the sandbox pods (docs/examples/sandbox-pod.yaml with Claude Code; one without gate-hook)")
+	governed := applyClaudePod(ctx, t, env, "coding-agent-0", true)
+	noHook := applyClaudePod(ctx, t, env, "coding-agent-nohook", false)
+	before := &corev1.Pod{}
+	mustDo(t, c.Get(ctx, types.NamespacedName{Namespace: podNamespace, Name: governed}, before))
+
+	// The agent reaches its model API, through the Service and at the pod, and nothing else.
+	messages := strings.TrimPrefix(localenv.MessagesURL, "http://") + ":80"
+	egress := map[string]string{
+		messages:                          "open",
+		net.JoinHostPort(standIn, "8080"): "open",
+		"198.18.40.10:443":                "blocked", // api.anthropic.com's stand-in, outside the cluster
+		localenv.KubernetesService:        "blocked",
+	}
+	got, err := env.Probe(ctx, podNamespace, governed, "agent", slices.Sorted(maps.Keys(egress))...)
+	mustDo(t, err)
+	var wrong []string
+	for _, dst := range slices.Sorted(maps.Keys(egress)) {
+		t.Logf("egress of %s to %s: %s", governed, dst, got[dst])
+		if got[dst] != egress[dst] {
+			wrong = append(wrong, fmt.Sprintf("%s %s, want %s", dst, got[dst], egress[dst]))
+		}
+	}
+	record(t, claudePkg, "in a pod: egress reaches the stand-in (Service and pod) and nothing else", len(wrong) == 0, strings.Join(wrong, "; "))
+	if len(wrong) > 0 {
+		t.FailNow() // every case needs the model API
+	}
+
+	cases := []struct {
+		name, pod, tool string
+		input           map[string]any
+		marker          string
+		setup           func(t *testing.T) // before Claude Code runs
+		check           check
+	}{
+		{name: "a blocked Bash command is refused and does not run", pod: governed, tool: "Bash",
+			input:  map[string]any{"command": "rm -rf /nonexistent-gate-conformance; touch /workspace/blocked"},
+			marker: "/workspace/blocked",
+			check:  blockedWith("destructive command on the root filesystem")},
+		{name: "an allowed Bash command runs", pod: governed, tool: "Bash",
+			input:  map[string]any{"command": "touch /workspace/allowed"},
+			marker: "/workspace/allowed",
+			check:  ran("the allowed command")},
+		// HOME is writable: only the gate stands between the agent and the file.
+		{name: "a Write outside the workspace is refused", pod: governed, tool: "Write",
+			input:  map[string]any{"file_path": agentHome + "/outside", "content": "x"},
+			marker: agentHome + "/outside",
+			check:  blockedWith("agents write only inside /workspace")},
+		{name: "a missing gate-hook binary blocks", pod: noHook, tool: "Bash",
+			input:  map[string]any{"command": "touch /workspace/nohook"},
+			marker: "/workspace/nohook",
+			check:  blockedWith("the gate-hook binary is missing")},
+		{name: "after a policy edit, the call meets the new rules (no pod restart)", pod: governed, tool: "Bash",
+			input:  map[string]any{"command": "touch /workspace/after-edit"},
+			marker: "/workspace/after-edit",
+			setup: func(t *testing.T) {
+				editPolicy(ctx, t, env, policyKey, policy, governed)
+			},
+			check: func(r claudeRun) (bool, string) {
+				if ok, detail := blockedWith("touch is not allowed since the policy edit")(r); !ok {
+					return ok, detail
+				}
+				after := &corev1.Pod{}
+				if err := c.Get(ctx, types.NamespacedName{Namespace: podNamespace, Name: governed}, after); err != nil {
+					return false, err.Error()
+				}
+				if after.UID != before.UID || restarts(after) != 0 {
+					return false, fmt.Sprintf("the pod was replaced or restarted (uid %s -> %s, restarts %d)", before.UID, after.UID, restarts(after))
+				}
+				return true, ""
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.setup != nil {
+				tc.setup(t)
+			}
+			mustDo(t, env.MessagesScript(ctx, messagestest.Script{Tool: tc.tool, Input: tc.input}))
+			r := runClaudeInPod(ctx, t, env, tc.pod, "--allowedTools", tc.tool)
+			_, code, err := env.Exec(ctx, podNamespace, tc.pod, "agent", "", "/bin/test", "-e", tc.marker)
+			mustDo(t, err)
+			r.marker = code == 0
+			ok, detail := tc.check(r)
+			record(t, claudePkg, "in a pod: "+tc.name, ok, detail)
+		})
+	}
+}
+
+// runClaudeInPod runs Claude Code in the pod's agent container as runClaude does on the host:
+// print mode, JSON out, a clean environment whose model API is the stand-in, the working
+// directory the workspace (the container's workingDir).
+func runClaudeInPod(ctx context.Context, t *testing.T, env *localenv.Env, pod string, extra ...string) claudeRun {
+	t.Helper()
+	command := append(append([]string{"/usr/bin/env", "-i"}, claudeEnv("/usr/local/bin:/usr/bin:/bin", agentHome, localenv.MessagesURL)...), "/usr/local/bin/claude")
+	// A run takes about a second; without its model API Claude Code retries for minutes.
+	runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	stdout, code, err := env.Exec(runCtx, podNamespace, pod, "agent", "", append(command, claudeArgs(extra...)...)...)
+	mustDo(t, err)
+	if code != 0 {
+		t.Logf("claude exited with status %d", code)
+	}
+	r := parseClaudeRun(t, stdout, "")
+	r.result, err = env.MessagesToolResult(ctx)
+	mustDo(t, err)
+	return r
+}
+
+// applyClaudePod starts a pod from docs/examples/sandbox-pod.yaml with the claude-agent image.
+// The example's agent container gets what Claude Code needs besides it: a read-only root
+// filesystem with writable emptyDirs for HOME, /workspace (its working directory) and /tmp
+// (Claude Code exits at start when it cannot create /tmp/claude-<uid>). Without withHook the
+// init container that installs gate-hook installs nothing, so the binary is missing.
+func applyClaudePod(ctx context.Context, t *testing.T, env *localenv.Env, name string, withHook bool) string {
+	t.Helper()
+	manifest, err := env.SandboxManifest(localenv.ClaudeAgentImage)
+	mustDo(t, err)
+	pod := &corev1.Pod{}
+	mustDo(t, yaml.UnmarshalStrict([]byte(manifest), pod))
+	pod.Name, pod.Namespace = name, podNamespace
+	if !withHook {
+		// The install step runs and installs nothing. (Leaving the init container out would not
+		// do: the pod injection webhook adds it back, while it keeps one of its name as written.)
+		i := slices.IndexFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == "install-gate-hook" })
+		if i < 0 {
+			t.Fatal("docs/examples/sandbox-pod.yaml has no init container install-gate-hook")
+		}
+		install := &pod.Spec.InitContainers[i]
+		install.Image, install.ImagePullPolicy, install.Command, install.Args = localenv.ClaudeAgentImage, corev1.PullNever, []string{"/bin/true"}, nil
+	}
+	i := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == "agent" })
+	if i < 0 {
+		t.Fatal("docs/examples/sandbox-pod.yaml has no container named agent")
+	}
+	agent := &pod.Spec.Containers[i]
+	agent.ImagePullPolicy = corev1.PullNever
+	agent.WorkingDir = "/workspace"
+	if agent.SecurityContext == nil {
+		agent.SecurityContext = &corev1.SecurityContext{}
+	}
+	readOnly := true
+	agent.SecurityContext.ReadOnlyRootFilesystem = &readOnly
+	for vol, path := range map[string]string{"home": agentHome, "workspace": "/workspace", "tmp": "/tmp"} {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		agent.VolumeMounts = append(agent.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: path})
+	}
+	b, err := yaml.Marshal(pod)
+	mustDo(t, err)
+	got, err := env.ApplyPod(ctx, podNamespace, string(b))
+	mustDo(t, err)
+	return got
+}
+
+// waitPolicy waits until the policy has reconciled generation and is Ready.
+func waitPolicy(ctx context.Context, t *testing.T, env *localenv.Env, key types.NamespacedName, generation int64) *gatev1.HarnessAgentPolicy {
+	t.Helper()
+	p := &gatev1.HarnessAgentPolicy{}
+	err := localenv.Wait(ctx, 2*time.Minute, func() (bool, error) {
+		if err := env.Client.Get(ctx, key, p); err != nil {
+			return false, err
+		}
+		return p.Status.ObservedGeneration >= generation && meta.IsStatusConditionTrue(p.Status.Conditions, gatev1.ConditionReady), nil
+	})
+	if err != nil {
+		t.Fatalf("policy %s Ready at generation %d: %v; conditions %+v", key, generation, err, p.Status.Conditions)
+	}
+	return p
+}
+
+// editPolicy adds a rule that blocks touch, waits until the policy publishes the new snapshot,
+// and then until kubelet has delivered it into the running pod's volume.
+func editPolicy(ctx context.Context, t *testing.T, env *localenv.Env, key types.NamespacedName, p *gatev1.HarnessAgentPolicy, pod string) {
+	t.Helper()
+	old := p.Status.SnapshotDigest
+	p = &gatev1.HarnessAgentPolicy{}
+	mustDo(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, key, p); err != nil {
+			return err
+		}
+		p.Spec.Rules = append([]gatev1.Rule{{
+			Name: "no-touch", When: `call.commands.exists(c, c.name == "touch")`,
+			Action: gatev1.ActionBlock, Reason: "touch is not allowed since the policy edit", Code: "touch",
+		}}, p.Spec.Rules...)
+		return env.Client.Update(ctx, p)
+	}))
+	edited := waitPolicy(ctx, t, env, key, p.Generation)
+	if edited.Status.SnapshotDigest == old {
+		t.Fatalf("the edit left the snapshot digest at %s", old)
+	}
+	start := time.Now()
+	var inPod string
+	err := localenv.Wait(ctx, 2*time.Minute, func() (bool, error) {
+		out, _, err := env.Exec(ctx, podNamespace, pod, "agent", "", "/bin/cat", podSnapshot)
+		if err != nil {
+			return false, err
+		}
+		var s struct{ Digest string }
+		_ = json.Unmarshal([]byte(out), &s)
+		inPod = s.Digest
+		return inPod == edited.Status.SnapshotDigest, nil
+	})
+	if err != nil {
+		t.Fatalf("kubelet did not deliver snapshot %s to %s (it has %s): %v", edited.Status.SnapshotDigest, pod, inPod, err)
+	}
+	t.Logf("kubelet delivered the new snapshot %s to the running pod %s in %s", inPod, pod, time.Since(start).Round(100*time.Millisecond))
+}
+
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, s := range p.Status.ContainerStatuses {
+		n += s.RestartCount
+	}
+	return n
+}
+
+func mustDo(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
