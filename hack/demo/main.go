@@ -139,6 +139,22 @@ func report(ctx context.Context, env *localenv.Env, sandbox string) error {
 	fmt.Fprintf(w, "  bootstrap ConfigMap %s:\t%s\n", cm.Name, strings.Join(keys, ", "))
 	fmt.Fprintf(w, "  snapshot digest\t%s\n", policy.Status.SnapshotDigest)
 
+	section("kubectl apply of a policy whose rule does not compile (the manager's validating webhook)")
+	const broken = `
+apiVersion: gate.intutic.io/v1alpha1
+kind: HarnessAgentPolicy
+metadata: {name: broken, namespace: agents}
+spec:
+  podSelector: {matchLabels: {app: none}}
+  rules:
+  - {name: typo, tools: [bash], when: 'inptu.command == "x"', action: Block, reason: typo}
+`
+	if _, err := env.Kubectl(ctx, broken, "apply", "-f", "-"); err != nil {
+		fmt.Fprint(w, indent(strings.TrimPrefix(err.Error(), "kubectl apply -f -: exit status 1: ")))
+	} else {
+		fmt.Fprintln(w, "  accepted (the webhook did not refuse it)")
+	}
+
 	d := &appsv1.Deployment{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coding-agents-confirmer"}, d); err != nil {
 		return err

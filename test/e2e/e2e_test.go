@@ -25,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
@@ -64,7 +65,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	defer stop()
 
-	must(t, env.InstallChart(ctx))
+	must(t, env.InstallChart(ctx, certValues...))
 	const key = "sk-ant-e2e"
 	must(t, env.DeployFakes(ctx, key))
 	ids, err := env.FakeSession(ctx, "sesn_e2e", "agent_e2e",
@@ -135,6 +136,8 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("egress table", func(t *testing.T) { testEgressTable(ctx, t, env) })
 	t.Run("no ungoverned first second", func(t *testing.T) { testStartupWindow(ctx, t, env) })
+	t.Run("admission", func(t *testing.T) { testAdmission(ctx, t, env) })
+	t.Run("webhook certificate rotation", func(t *testing.T) { testCertRotation(ctx, t, env) })
 
 	// A policy edit reaches the running confirmer pods through kubelet's ConfigMap update:
 	// every pod's /readyz reports the new snapshot digest, without a restart.
@@ -144,8 +147,13 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("confirmer pod %s reports digest %q, want the policy's %s", ip, got, before)
 		}
 	}
-	policy.Spec.Rules[0].Reason = "no deleting the root filesystem"
-	must(t, c.Update(ctx, policy))
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, policyKey, policy); err != nil {
+			return err
+		}
+		policy.Spec.Rules[0].Reason = "no deleting the root filesystem"
+		return c.Update(ctx, policy)
+	}))
 	var after string
 	wait(t, "the policy publishes a new snapshot", func() bool {
 		if c.Get(ctx, policyKey, policy) != nil {

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -273,5 +275,41 @@ spec:
 	t.Logf("window-wait's init container: %s", strings.TrimSpace(waited))
 	if !strings.Contains(result["window-wait"], "first=blocked") {
 		t.Errorf("with egress-wait, the agent's first probe of a denied destination got through: %s", result["window-wait"])
+	}
+}
+
+// testAdmission: on the node, with the chart's webhooks (self-managed certificates), a policy
+// whose rule does not compile is refused at apply with its field path, and a pod that carries
+// only the policy's label runs governed: the injected hook blocks a call inside it.
+func testAdmission(ctx context.Context, t *testing.T, env *localenv.Env) {
+	const broken = `
+apiVersion: gate.intutic.io/v1alpha1
+kind: HarnessAgentPolicy
+metadata: {name: broken, namespace: agents}
+spec:
+  podSelector: {matchLabels: {app: none}}
+  rules:
+  - {name: typo, tools: [bash], when: 'inptu.command == "x"', action: Block, reason: typo}
+`
+	_, err := env.Kubectl(ctx, broken, "apply", "-f", "-")
+	if err == nil || !strings.Contains(err.Error(), "spec.rules[0].when") {
+		t.Errorf("kubectl apply of a policy with a broken when: %v; want a refusal naming spec.rules[0].when", err)
+	} else {
+		t.Logf("refused at apply: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(env.Root, "docs", "examples", "sandbox-pod-labelled.yaml"))
+	must(t, err)
+	manifest := strings.Replace(string(b), "registry.example/coding-agent:1.0", localenv.TestbedImage, 1)
+	manifest = strings.Replace(manifest, "name: coding-agent-0", "name: coding-agent-labelled", 1)
+	pod, err := env.ApplyPod(ctx, ns, manifest)
+	must(t, err)
+	inits, err := env.Kubectl(ctx, "", "-n", ns, "get", "pod", pod, "-o", "jsonpath={.spec.initContainers[*].name}")
+	must(t, err)
+	t.Logf("injected init containers of %s: %s", pod, inits)
+	payload := `{"session_id":"e2e","transcript_path":"/tmp/t.jsonl","cwd":"/workspace","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf /"}}`
+	out, code, err := env.Exec(ctx, ns, pod, "agent", payload, "/usr/bin/env", "-i", "/bin/sh", "/opt/intutic/hooks/gate-hook.sh")
+	must(t, err)
+	if code != 2 || !strings.Contains(out, `"permissionDecision":"deny"`) {
+		t.Errorf("a blocked Bash in the labelled pod: exit %d, %s", code, out)
 	}
 }
