@@ -11,8 +11,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -29,6 +31,7 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
+	"github.com/intutic/gate-operator/internal/confirm/membership"
 	"github.com/intutic/gate-operator/internal/localenv"
 )
 
@@ -166,8 +169,8 @@ spec:
 	section("SessionConfirmer agents/coding-agents and its Deployment " + d.Name)
 	fmt.Fprint(w, conditions(sc.Status.Conditions))
 	fmt.Fprintf(w, "  replicas\t%d desired, %d available\n  service\t%s\n", *d.Spec.Replicas, d.Status.AvailableReplicas, sc.Status.ServiceURL)
-	if holder, err := leaseHolder(ctx, c, ns, d.Name); err == nil {
-		fmt.Fprintf(w, "  leader\t%s (Lease %s/%s)\n", holder, ns, d.Name)
+	if members, err := leaseMembers(ctx, c, ns, d.Name); err == nil {
+		fmt.Fprintf(w, "  members\t%s (Lease %s/%s: the replicas share the sessions)\n", members, ns, d.Name)
 	}
 
 	section("decisions on session " + session + " (the fake API's record, answered by the confirmer pods)")
@@ -183,8 +186,8 @@ spec:
 		fmt.Fprintf(w, "  %s\t-> %s\n", e["tool_use_id"], a)
 	}
 	fmt.Fprintf(w, "  (%d of 4 answered; the web fetch is held for a human and denied at its 15m deadline unless someone approves it)\n", len(confirmations))
-	logs, _ := env.Kubectl(ctx, "", "-n", ns, "logs", "deployment/coding-agents-confirmer", "--all-containers")
-	fmt.Fprintln(w, "  audit lines of the leader:")
+	logs, _ := env.Kubectl(ctx, "", "-n", ns, "logs", "-l", "gate.intutic.io/confirmer=coding-agents", "--prefix", "--tail=-1")
+	fmt.Fprintln(w, "  audit lines of the replica that owns the session:")
 	for _, line := range strings.Split(logs, "\n") {
 		if strings.Contains(line, `"msg":"decision"`) {
 			fmt.Fprintf(w, "  %s\n", line)
@@ -251,15 +254,17 @@ func verdict(out string, code int) string {
 	return strings.TrimSpace(out)
 }
 
-func leaseHolder(ctx context.Context, c client.Client, namespace, name string) (string, error) {
+// leaseMembers lists the confirmer replicas recorded on their Lease.
+func leaseMembers(ctx context.Context, c client.Client, namespace, name string) (string, error) {
 	lease := &coordinationv1.Lease{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, lease); err != nil {
 		return "", err
 	}
-	if lease.Spec.HolderIdentity == nil {
-		return "", fmt.Errorf("lease %s/%s has no holder", namespace, name)
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(lease.Annotations[membership.Annotation]), &members); err != nil {
+		return "", err
 	}
-	return *lease.Spec.HolderIdentity, nil
+	return strings.Join(slices.Sorted(maps.Keys(members)), ", "), nil
 }
 
 func conditions(cs []metav1.Condition) string {
