@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,7 +28,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -338,24 +336,7 @@ func rbacManifests(t *testing.T, root string) []*unstructured.Unstructured {
 	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
 	must(t, err)
 	must(t, yaml.Unmarshal(data, &k))
-	var objs []*unstructured.Unstructured
-	for _, file := range k.Resources {
-		data, err := os.ReadFile(filepath.Join(dir, file))
-		must(t, err)
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			o := &unstructured.Unstructured{}
-			if err := dec.Decode(&o.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			if len(o.Object) > 0 {
-				objs = append(objs, o)
-			}
-		}
-	}
-	return objs
+	return manifests(t, dir, k.Resources...)
 }
 
 // token issues a ServiceAccount token (TokenRequest), as kubelet does for a pod.

@@ -200,8 +200,7 @@ spec:
 		{"Write", `{"file_path":"/etc/passwd","content":"x"}`},
 		{"Read", `{"file_path":"/workspace/README.md"}`},
 	} {
-		payload := fmt.Sprintf(`{"session_id":"demo","transcript_path":"/tmp/t.jsonl","cwd":"/workspace","hook_event_name":"PreToolUse","tool_name":%q,"tool_input":%s}`, call.tool, call.input)
-		out, code, err := env.Exec(ctx, ns, sandbox, "agent", payload, "/usr/bin/env", "-i", "/bin/sh", "/opt/intutic/hooks/gate-hook.sh")
+		out, code, err := env.Hook(ctx, ns, sandbox, "agent", call.tool, call.input)
 		if err != nil {
 			return err
 		}

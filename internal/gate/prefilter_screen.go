@@ -169,41 +169,34 @@ func (p *Prefilter) rejections(add func(field string, kind atomKind, lit string,
 			p.Args[i].rejections(add)
 		}
 	case "not":
-		if len(p.Args) != 1 {
-			return
-		}
-		q := &p.Args[0]
-		if q.Var != varInput {
-			return
-		}
-		switch q.Op {
-		case "eq":
-			add(q.Field, atomEqual, q.Value, true)
-		case "ne":
-			add(q.Field, atomEqual, q.Value, false)
-		case "contains":
-			add(q.Field, atomContains, q.Value, true)
-		case "startsWith":
-			add(q.Field, atomPrefix, q.Value, true)
-		case "endsWith":
-			add(q.Field, atomSuffix, q.Value, true)
+		if len(p.Args) == 1 {
+			p.Args[0].leafRejections(true, add)
 		}
 	default:
-		if p.Var != varInput {
-			return
-		}
-		switch p.Op {
-		case "eq":
-			add(p.Field, atomEqual, p.Value, false)
-		case "ne":
-			add(p.Field, atomEqual, p.Value, true)
-		case "contains":
-			add(p.Field, atomContains, p.Value, false)
-		case "startsWith":
-			add(p.Field, atomPrefix, p.Value, false)
-		case "endsWith":
-			add(p.Field, atomSuffix, p.Value, false)
-		case "containsAll":
+		p.leafRejections(false, add)
+	}
+}
+
+// leafRejections is rejections of a string test of an input field, negated when under !: the
+// atom that rules the prefilter out is the test itself holding when negated, failing otherwise.
+// containsAll is only a conjunction of tests when not negated.
+func (p *Prefilter) leafRejections(negated bool, add func(field string, kind atomKind, lit string, ruledOutIf bool)) {
+	if p.Var != varInput {
+		return
+	}
+	switch p.Op {
+	case "eq":
+		add(p.Field, atomEqual, p.Value, negated)
+	case "ne":
+		add(p.Field, atomEqual, p.Value, !negated)
+	case "contains":
+		add(p.Field, atomContains, p.Value, negated)
+	case "startsWith":
+		add(p.Field, atomPrefix, p.Value, negated)
+	case "endsWith":
+		add(p.Field, atomSuffix, p.Value, negated)
+	case "containsAll":
+		if !negated {
 			for _, v := range p.Values {
 				add(p.Field, atomContains, v, false)
 			}

@@ -150,3 +150,11 @@ func (e *Env) Probe(ctx context.Context, namespace, pod, container string, dests
 	}
 	return res, nil
 }
+
+// Hook runs a PreToolUse payload for tool with input (JSON) through the bootstrap bundle's hook
+// wrapper in a container of a sandbox pod, as Claude Code's managed settings run it, and returns
+// the hook's standard output and exit status.
+func (e *Env) Hook(ctx context.Context, namespace, pod, container, tool, input string) (string, int, error) {
+	payload := fmt.Sprintf(`{"session_id":"local","transcript_path":"/tmp/t.jsonl","cwd":"/workspace","hook_event_name":"PreToolUse","tool_name":%q,"tool_input":%s}`, tool, input)
+	return e.Exec(ctx, namespace, pod, container, payload, "/usr/bin/env", "-i", "/bin/sh", "/opt/intutic/hooks/gate-hook.sh")
+}

@@ -8,6 +8,7 @@ package testutil
 import (
 	"context"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,4 +74,28 @@ func Run(t testing.TB, dir, name string, args ...string) (string, error) {
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// Warnings records the API server's warnings (the Warning response header): set it as a rest
+// config's WarningHandlerWithContext.
+type Warnings struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+// HandleWarningHeaderWithContext implements rest.WarningHandlerWithContext.
+func (w *Warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+// Take returns the warnings seen since the last Take. Tests that read warnings must not run in
+// parallel with others on the same client.
+func (w *Warnings) Take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := w.seen
+	w.seen = nil
+	return seen
 }

@@ -62,11 +62,11 @@ func TestLabelledPodIsTheExample(t *testing.T) {
 	byHand.Name = "by-hand"
 	want := byHand.Spec.DeepCopy()
 	for _, p := range []*corev1.Pod{labelled, byHand} {
-		warnings.take()
+		warnings.Take()
 		if err := k8sClient.Create(ctx, p); err != nil {
 			t.Fatalf("creating %s: %v", p.Name, err)
 		}
-		if w := warnings.take(); len(w) > 0 {
+		if w := warnings.Take(); len(w) > 0 {
 			t.Errorf("creating %s drew warnings %q", p.Name, w)
 		}
 	}
@@ -137,7 +137,7 @@ func TestPodInjectionLeavesWhatItDidNotAdd(t *testing.T) {
 	restricted := *pod.Spec.Containers[0].SecurityContext
 	pod.Spec.InitContainers = []corev1.Container{{Name: "clone", Image: "registry.example/git:1", SecurityContext: &restricted}}
 	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "proxy", Image: "registry.example/proxy:1", SecurityContext: &restricted})
-	warnings.take()
+	warnings.Take()
 	if err := k8sClient.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestPodInjectionLeavesWhatItDidNotAdd(t *testing.T) {
 	if m := pod.Spec.Containers[0].VolumeMounts; len(m) != 3 {
 		t.Errorf("the agent got mounts %v, want the gate's three", m)
 	}
-	if w := warnings.take(); len(w) != 1 || !strings.Contains(w[0], `"nothing-by-that-name", which is not a container of this pod`) {
+	if w := warnings.Take(); len(w) != 1 || !strings.Contains(w[0], `"nothing-by-that-name", which is not a container of this pod`) {
 		t.Errorf("warnings %q, want one about the unknown name in the annotation", w)
 	}
 }

@@ -121,11 +121,11 @@ func TestPolicyWarnings(t *testing.T) {
 
 	p := samplePolicy(t)
 	p.Namespace = ns
-	warnings.take()
+	warnings.Take()
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	got := warnings.take()
+	got := warnings.Take()
 	if len(got) > 1 || (len(got) == 1 && !strings.HasPrefix(got[0], "Ask in spec.rules[")) {
 		t.Errorf("the sample policy drew %q, want at most the warning about its Asks under headless Claude Code", got)
 	}
@@ -143,7 +143,7 @@ func TestPolicyWarnings(t *testing.T) {
 	if err := k8sClient.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	got = warnings.take()
+	got = warnings.Take()
 	want := []string{
 		"spec.rules[1] (rm-asks) never decides: spec.rules[0] (no-shell), an enforced Block with no `when`, matches every call to its tools first",
 		"spec.rules[5] (after-all) never decides: spec.rules[0] (no-shell)",
@@ -211,11 +211,11 @@ func TestConfirmerWarning(t *testing.T) {
 	}
 	sc.Namespace = ns
 	sc.Spec.PolicyRef.Name = "missing"
-	warnings.take()
+	warnings.Take()
 	if err := k8sClient.Create(ctx, sc.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
-	got := warnings.take()
+	got := warnings.Take()
 	if len(got) != 1 || !strings.Contains(got[0], `spec.policyRef.name: there is no HarnessAgentPolicy "missing" in namespace `+ns) {
 		t.Errorf("warnings %q, want one naming the missing policy", got)
 	}
@@ -227,11 +227,11 @@ func TestConfirmerWarning(t *testing.T) {
 	}
 	sc.Name = "resolved"
 	sc.Spec.PolicyRef.Name = p.Name
-	warnings.take()
+	warnings.Take()
 	if err := k8sClient.Create(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
-	if got := warnings.take(); len(got) != 0 {
+	if got := warnings.Take(); len(got) != 0 {
 		t.Errorf("a SessionConfirmer naming an existing policy drew %q", got)
 	}
 }

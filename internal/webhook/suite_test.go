@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +34,7 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/apiservertest"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 // testGateHookImage is the image the examples name, so an injected pod can equal them.
@@ -45,7 +45,7 @@ var (
 	testConfig *rest.Config
 	// k8sClient talks to the API server directly; warnings collects what it is warned.
 	k8sClient client.Client
-	warnings  = &warningCollector{}
+	warnings  = &testutil.Warnings{}
 	scheme    = runtime.NewScheme()
 	repoRoot  string
 )
@@ -216,26 +216,4 @@ func trimPath(cc *admissionregv1.WebhookClientConfig) {
 		p := strings.TrimPrefix(*cc.Service.Path, "/")
 		cc.Service.Path = &p
 	}
-}
-
-// warningCollector records the API server's warnings (the Warning response header).
-type warningCollector struct {
-	mu   sync.Mutex
-	seen []string
-}
-
-func (w *warningCollector) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.seen = append(w.seen, text)
-}
-
-// take returns the warnings seen since the last take. Tests that read warnings do not run in
-// parallel.
-func (w *warningCollector) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	seen := w.seen
-	w.seen = nil
-	return seen
 }

@@ -113,8 +113,7 @@ func TestEndToEnd(t *testing.T) {
 	sandbox, err := env.ApplySandbox(ctx, ns)
 	must(t, err)
 	hook := func(tool, input string) (string, int) {
-		payload := fmt.Sprintf(`{"session_id":"e2e","transcript_path":"/tmp/t.jsonl","cwd":"/workspace","hook_event_name":"PreToolUse","tool_name":%q,"tool_input":%s}`, tool, input)
-		out, code, err := env.Exec(ctx, ns, sandbox, "agent", payload, "/usr/bin/env", "-i", "/bin/sh", "/opt/intutic/hooks/gate-hook.sh")
+		out, code, err := env.Hook(ctx, ns, sandbox, "agent", tool, input)
 		must(t, err)
 		return out, code
 	}

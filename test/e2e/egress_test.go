@@ -306,8 +306,7 @@ spec:
 	inits, err := env.Kubectl(ctx, "", "-n", ns, "get", "pod", pod, "-o", "jsonpath={.spec.initContainers[*].name}")
 	must(t, err)
 	t.Logf("injected init containers of %s: %s", pod, inits)
-	payload := `{"session_id":"e2e","transcript_path":"/tmp/t.jsonl","cwd":"/workspace","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf /"}}`
-	out, code, err := env.Exec(ctx, ns, pod, "agent", payload, "/usr/bin/env", "-i", "/bin/sh", "/opt/intutic/hooks/gate-hook.sh")
+	out, code, err := env.Hook(ctx, ns, pod, "agent", "Bash", `{"command":"rm -rf /"}`)
 	must(t, err)
 	if code != 2 || !strings.Contains(out, `"permissionDecision":"deny"`) {
 		t.Errorf("a blocked Bash in the labelled pod: exit %d, %s", code, out)

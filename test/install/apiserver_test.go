@@ -1,7 +1,6 @@
 package install_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/intutic/gate-operator/internal/apiservertest"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 var (
@@ -20,7 +20,7 @@ var (
 	envClient     client.Client
 	envKubeconfig string // a kubeconfig file for envtest, for helm
 	envErr        error
-	warnings      = &warningCollector{}
+	warnings      = &testutil.Warnings{}
 )
 
 // apiServer starts envtest once (no CRDs: the manifests under test bring their own).
@@ -54,25 +54,4 @@ func apiServer(t *testing.T) client.Client {
 		t.Fatal(envErr)
 	}
 	return envClient
-}
-
-// warningCollector records the API server's warnings (the Warning response header).
-type warningCollector struct {
-	mu   sync.Mutex
-	seen []string
-}
-
-func (w *warningCollector) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.seen = append(w.seen, text)
-}
-
-// reset returns the warnings seen since the last reset.
-func (w *warningCollector) reset() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	seen := w.seen
-	w.seen = nil
-	return seen
 }

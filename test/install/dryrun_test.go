@@ -69,11 +69,11 @@ func TestKustomizeServerSideDryRun(t *testing.T) {
 	if err := unstructured.SetNestedSlice(dep.Object, containers, "spec", "template", "spec", "containers"); err != nil {
 		t.Fatal(err)
 	}
-	warnings.reset()
+	warnings.Take()
 	if err := dryRun(testutil.Context(t, 60*time.Second), c, dep); err != nil {
 		t.Fatalf("dry-run of the insecure Deployment: %v", err)
 	}
-	if w := warnings.reset(); !slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, "PodSecurity") }) {
+	if w := warnings.Take(); !slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, "PodSecurity") }) {
 		t.Fatalf("a Deployment without securityContext in the restricted namespace drew no PodSecurity warning (got %q): the warning check proves nothing", w)
 	}
 }
@@ -105,11 +105,11 @@ func dryRunAll(t *testing.T, c client.Client, objs []*unstructured.Unstructured)
 		t.Fatalf("nothing to dry-run")
 	}
 	for _, o := range rest {
-		warnings.reset()
+		warnings.Take()
 		if err := dryRun(ctx, c, o.DeepCopy()); err != nil {
 			t.Fatalf("server-side dry-run apply of %s %s/%s: %v\n%s", o.GetKind(), o.GetNamespace(), o.GetName(), err, toYAML(t, o.Object))
 		}
-		if w := warnings.reset(); len(w) > 0 {
+		if w := warnings.Take(); len(w) > 0 {
 			t.Errorf("server-side dry-run apply of %s %s/%s warned: %q", o.GetKind(), o.GetNamespace(), o.GetName(), w)
 		}
 		got := &unstructured.Unstructured{}
