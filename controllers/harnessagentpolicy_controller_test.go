@@ -31,7 +31,7 @@ func newPolicy(ns, name string) *gatev1.HarnessAgentPolicy {
 		Spec: gatev1.HarnessAgentPolicySpec{
 			WorkspaceID: "ws_123",
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{gatev1.LabelPolicy: name}},
-			Tools:       gatev1.ToolApproval{Approve: []gatev1.ToolName{"deployService"}, Deny: []gatev1.ToolName{"dropDatabase"}},
+			Tools:       gatev1.StaticToolApprovals{Approve: []gatev1.ToolName{"deployService"}, Deny: []gatev1.ToolName{"dropDatabase"}},
 			Rules: []gatev1.Rule{
 				{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.matches("rm\\s+-rf\\s+/")`, Action: gatev1.ActionBlock, Reason: "destructive command on the root filesystem", Code: "destructive_command"},
 				{Name: "fetch-needs-human", Tools: []string{"web_fetch"}, When: `!input.url.startsWith("https://github.com/")`, Action: gatev1.ActionAsk, Reason: "fetching from outside github.com needs a human"},

@@ -30,6 +30,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&HarnessAgentPolicy{}, &HarnessAgentPolicyList{},
 		&SessionConfirmer{}, &SessionConfirmerList{},
+		&ToolApproval{}, &ToolApprovalList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

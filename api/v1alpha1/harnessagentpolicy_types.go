@@ -94,7 +94,7 @@ type HarnessAgentPolicySpec struct {
 
 	// tools is the static approval record for custom host-executed tools.
 	// +optional
-	Tools ToolApproval `json:"tools,omitempty"`
+	Tools StaticToolApprovals `json:"tools,omitempty"`
 
 	// rules are evaluated by the gate for every tool call, in order. The most restrictive verdict of the matching rules wins (Block > Ask > Allow); among those, the first one in this list supplies the reason and code. Names are unique.
 	// +optional
@@ -125,10 +125,10 @@ type HarnessAgentPolicySpec struct {
 	Egress EgressSpec `json:"egress,omitempty"`
 }
 
-// ToolApproval is the static approval record for custom host-executed tools.
+// StaticToolApprovals is the static approval record for custom host-executed tools.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.approve) || !has(self.deny) || self.approve.all(t, !(t in self.deny))",message="tools.approve and tools.deny must not name the same tool"
-type ToolApproval struct {
+type StaticToolApprovals struct {
 	// approve lists tools whose every call pauses for approval; the gate answers each one (harness toolApproval "user-approval").
 	// +optional
 	// +listType=set

@@ -277,7 +277,7 @@ func TestPolicyRejections(t *testing.T) {
 			func(s *gatev1.HarnessAgentPolicySpec) { s.Rules[0].Code = "Destructive Command" }},
 		{rejection{"approve and deny overlap", "spec.tools", "tools.approve and tools.deny must not name the same tool"},
 			func(s *gatev1.HarnessAgentPolicySpec) {
-				s.Tools = gatev1.ToolApproval{Approve: []gatev1.ToolName{"deploy", "dropDatabase"}, Deny: []gatev1.ToolName{"dropDatabase"}}
+				s.Tools = gatev1.StaticToolApprovals{Approve: []gatev1.ToolName{"deploy", "dropDatabase"}, Deny: []gatev1.ToolName{"dropDatabase"}}
 			}},
 		{rejection{"allowed CIDR invalid", "spec.egress.allowedCIDRs[0]", "must be a CIDR"},
 			func(s *gatev1.HarnessAgentPolicySpec) { s.Egress.AllowedCIDRs = []gatev1.CIDR{"10.0.0.0/33"} }},

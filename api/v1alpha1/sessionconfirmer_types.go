@@ -81,6 +81,10 @@ type HumanApprovalSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="must be a duration between 10s and 24h, such as 15m"
 	Deadline *metav1.Duration `json:"deadline,omitempty"`
+
+	// showInput puts a preview of the call's input (its first 1024 bytes, UTF-8) in each ToolApproval's spec.input.preview, for the approver to read. Off by default: tool inputs can carry secrets, and a ToolApproval is readable by everyone who may list them. Without it the approver sees the tool, rule, reason, and the input's size and SHA-256.
+	// +optional
+	ShowInput bool `json:"showInput,omitempty"`
 }
 
 // ServiceAccountName is a Kubernetes ServiceAccount written namespace/name.

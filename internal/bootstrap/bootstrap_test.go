@@ -70,7 +70,7 @@ func TestRenderGolden(t *testing.T) {
 	// Deny-all egress, bash not filtered, no tool approvals, no workspace.
 	p.Spec.Egress = gatev1.EgressSpec{}
 	p.Spec.FilterBash = ptr.To(false)
-	p.Spec.Tools = gatev1.ToolApproval{}
+	p.Spec.Tools = gatev1.StaticToolApprovals{}
 	p.Spec.WorkspaceID = ""
 	p.Spec.PermissionMode = gatev1.PermissionModeAllowReads
 	b, err = Render(&p.Spec, nil, Options{})

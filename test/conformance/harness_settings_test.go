@@ -68,7 +68,7 @@ func TestHarnessSettingsTypeCheck(t *testing.T) {
 	sample, err := bootstrap.Render(&p.Spec, nil, bootstrap.Options{})
 	bundle("the sample policy", sample, err)
 	denyAll := p.Spec.DeepCopy()
-	denyAll.Egress, denyAll.FilterBash, denyAll.Tools, denyAll.PermissionMode = gatev1.EgressSpec{}, ptr.To(false), gatev1.ToolApproval{}, gatev1.PermissionModeAllowReads
+	denyAll.Egress, denyAll.FilterBash, denyAll.Tools, denyAll.PermissionMode = gatev1.EgressSpec{}, ptr.To(false), gatev1.StaticToolApprovals{}, gatev1.PermissionModeAllowReads
 	b, err := bootstrap.Render(denyAll, nil, bootstrap.Options{})
 	bundle("deny-all egress, bash not filtered, no tool approvals", b, err)
 	cidrs := p.Spec.DeepCopy()
