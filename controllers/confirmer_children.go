@@ -71,6 +71,12 @@ func confirmerArgs(sc *gatev1.SessionConfirmer, p *gatev1.HarnessAgentPolicy, mo
 		Workspace:            p.Spec.WorkspaceID,
 		AnthropicWorkspaceID: a.WorkspaceID,
 		AgentIDs:             sc.Spec.Sessions.AgentIDs,
+		// The human lane: every call the gate sends to a human gets a ToolApproval owned by sc.
+		ConfirmerName:          sc.Name,
+		ConfirmerUID:           string(sc.UID),
+		Namespace:              sc.Namespace,
+		Policy:                 p.Name,
+		HumanApprovalShowInput: sc.Spec.HumanApproval.ShowInput,
 	}
 	if d := sc.Spec.Sessions.PollInterval; d != nil {
 		c.PollInterval = d.Duration
@@ -204,10 +210,7 @@ func (r *SessionConfirmerReconciler) applyConfirmer(ctx context.Context, sc *gat
 			// sessions through: create cannot be limited by name (the name is not known when
 			// it is authorized), get and update can. No list or watch: each replica reads
 			// the one Lease by name every renewal.
-			WithRules(
-				rbacv1ac.PolicyRule().WithAPIGroups("coordination.k8s.io").WithResources("leases").WithVerbs("create"),
-				rbacv1ac.PolicyRule().WithAPIGroups("coordination.k8s.io").WithResources("leases").WithVerbs("get", "update").WithResourceNames(confirmerName(sc)),
-			), &rbacv1.Role{}},
+			WithRules(confirmerRules(sc)...), &rbacv1.Role{}},
 		{rbacv1ac.RoleBinding(name, sc.Namespace).WithLabels(labels).WithOwnerReferences(controllerReference(sc, "SessionConfirmer")).
 			WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name)).
 			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(sc.Namespace)), &rbacv1.RoleBinding{}},
@@ -235,6 +238,27 @@ func (r *SessionConfirmerReconciler) applyConfirmer(ctx context.Context, sc *gat
 		}
 	}
 	return nil
+}
+
+// confirmerRules are the confirmer's permissions in its namespace.
+//   - Only its own Lease, the one whose members annotation the replicas share the sessions
+//     through: create cannot be limited by name (the name is not known when it is
+//     authorized), get and update can. No list or watch: each replica reads the one Lease by
+//     name every renewal.
+//   - ToolApprovals: it creates one per held call, watches them (its cache is scoped to its
+//     label) and writes the states only it may write (Expired, AnsweredInRuntime) through the
+//     status subresource; never update or delete of the object (spec is immutable, and the
+//     manager's retention deletes).
+//   - Events on the ToolApprovals, one per outcome (events.k8s.io, which the recorder patches
+//     when it aggregates).
+func confirmerRules(sc *gatev1.SessionConfirmer) []*rbacv1ac.PolicyRuleApplyConfiguration {
+	return []*rbacv1ac.PolicyRuleApplyConfiguration{
+		rbacv1ac.PolicyRule().WithAPIGroups("coordination.k8s.io").WithResources("leases").WithVerbs("create"),
+		rbacv1ac.PolicyRule().WithAPIGroups("coordination.k8s.io").WithResources("leases").WithVerbs("get", "update").WithResourceNames(confirmerName(sc)),
+		rbacv1ac.PolicyRule().WithAPIGroups(gatev1.GroupVersion.Group).WithResources("toolapprovals").WithVerbs("create", "get", "list", "watch"),
+		rbacv1ac.PolicyRule().WithAPIGroups(gatev1.GroupVersion.Group).WithResources("toolapprovals/status").WithVerbs("get", "update", "patch"),
+		rbacv1ac.PolicyRule().WithAPIGroups("events.k8s.io").WithResources("events").WithVerbs("create", "patch"),
+	}
 }
 
 // childError names the child whose apply failed, for the status; the message is the API

@@ -36,6 +36,11 @@ import (
 // takes no Lease with them.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 
+// The confirmer's Role also grants it the ToolApprovals it creates and answers; the manager holds
+// the same for the same reason.
+// +kubebuilder:rbac:groups=gate.intutic.io,resources=toolapprovals,verbs=create;get;list;watch
+// +kubebuilder:rbac:groups=gate.intutic.io,resources=toolapprovals/status,verbs=get;update;patch
+
 // SessionConfirmerReconciler runs a confirmer Deployment for each SessionConfirmer: a
 // Deployment, Service and ServiceAccount, a Role and RoleBinding for its Lease (the replicas'
 // membership, or leader election when run by hand),

@@ -39,6 +39,10 @@ var (
 
 const testConfirmerImage = "registry.example/gate-confirmer:test"
 
+// testRetention is how long finished ToolApprovals are kept; the retention test dates its
+// decisions around it.
+const testRetention = time.Hour
+
 // Short resolve bounds, so TTL requeues happen within a test.
 const (
 	testMinResolve = 2 * time.Second
@@ -97,6 +101,10 @@ func runSuite(m *testing.M) int {
 		APIReader:      mgr.GetAPIReader(),
 		ConfirmerImage: testConfirmerImage,
 	}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := (&ToolApprovalRetention{Client: mgr.GetClient(), Retention: testRetention}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -432,3 +432,38 @@ func TestConfirmerDurationNotParsable(t *testing.T) {
 		t.Fatalf("want a rejection naming spec.humanApproval.deadline, got %v", err)
 	}
 }
+
+// TestToolApprovalSchema: a new ToolApproval reads Pending (the API server defaults the status it
+// drops on create), and its spec cannot change.
+func TestToolApprovalSchema(t *testing.T) {
+	ctx := testutil.Context(t, 30*time.Second)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "schema-")
+	ta := &gatev1.ToolApproval{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-fetch-0123456789", Namespace: ns},
+		Spec: gatev1.ToolApprovalSpec{
+			Surface: gatev1.SurfaceManagedAgents, Policy: "coding-agents", SessionID: "sesn_1", ToolUseID: "sevt_1", Tool: "web_fetch",
+			Rule: "fetch-needs-human", Reason: "fetching from outside github.com needs a human",
+			Input:     gatev1.ToolApprovalInput{Size: 2, SHA256: "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},
+			ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second)),
+		},
+	}
+	if err := k8sClient.Create(ctx, ta); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	got := &gatev1.ToolApproval{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ta), got); err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if got.Status.State != gatev1.ApprovalPending {
+		t.Errorf("status.state of a new ToolApproval = %q, want Pending", got.Status.State)
+	}
+	got.Spec.Tool = "bash"
+	if err := k8sClient.Update(ctx, got); err == nil || !strings.Contains(err.Error(), "spec is immutable") {
+		t.Errorf("changing the spec: %v, want a refusal saying the spec is immutable", err)
+	}
+	bad := ta.DeepCopy()
+	bad.ResourceVersion, bad.Name, bad.Spec.Input.SHA256 = "", "bad", "not-hex"
+	if err := k8sClient.Create(ctx, bad); err == nil || !strings.Contains(err.Error(), "spec.input.sha256") {
+		t.Errorf("a ToolApproval with a malformed sha256: %v, want a refusal naming spec.input.sha256", err)
+	}
+}

@@ -166,6 +166,7 @@ type ToolApprovalDecision struct {
 type ToolApprovalStatus struct {
 	// state is Pending until a human approves or denies, the deadline passes (Expired), or the runtime's own console answers first (AnsweredInRuntime).
 	// +optional
+	// +kubebuilder:default=Pending
 	State ToolApprovalState `json:"state,omitempty"`
 
 	// decision records who decided, when, and their message.
@@ -189,7 +190,7 @@ type ToolApprovalStatus struct {
 // +kubebuilder:printcolumn:name="Rule",type=string,JSONPath=`.spec.rule`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.spec.expiresAt`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`
 type ToolApproval struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -198,8 +199,9 @@ type ToolApproval struct {
 	// +required
 	Spec ToolApprovalSpec `json:"spec"`
 
-	// status is the answer.
+	// status is the answer; Pending until someone decides.
 	// +optional
+	// +kubebuilder:default={}
 	Status ToolApprovalStatus `json:"status,omitempty"`
 }
 

@@ -68,12 +68,13 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	api := &gateapi.API{Gate: g, Reloader: reloader, HarnessSettings: o.HarnessSettings, Metrics: metrics, Gatherer: reg, Log: log.WithName("gate")}
 
 	var kube, reviews kubernetes.Interface
-	if !o.InsecureNoAuth || o.LeaderElect || o.MembersLease != "" {
-		cfg, err := kubeConfig(o.Kubeconfig)
-		if err != nil {
-			return fmt.Errorf("the Kubernetes API (for TokenReview and the Leases): %w", err)
+	var kcfg *rest.Config
+	if needsKube(o) {
+		var err error
+		if kcfg, err = kubeConfig(o.Kubeconfig); err != nil {
+			return fmt.Errorf("the Kubernetes API (for TokenReview, the Leases and the ToolApprovals): %w", err)
 		}
-		if kube, reviews, err = kubeClients(cfg); err != nil {
+		if kube, reviews, err = kubeClients(kcfg); err != nil {
 			return err
 		}
 	}
@@ -84,6 +85,13 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	}
 
 	var wg sync.WaitGroup
+	approvals, watchApprovals, err := startApprovals(ctx, &wg, o, kcfg, kube, metrics, log.WithName("approvals"))
+	if err != nil {
+		stop()
+		wg.Wait()
+		return err
+	}
+	api.Approvals = approvals
 	var confirmer *confirm.Confirmer
 	if o.AnthropicAPIKeyFile != "" {
 		roots, err := rootCAs(o.AnthropicCAFile)
@@ -94,7 +102,7 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 		if err != nil {
 			return err
 		}
-		confirmer = &confirm.Confirmer{Client: client, Gate: g, Deadline: o.HumanApprovalDeadline, Log: log.WithName("confirmer"), Metrics: metrics}
+		confirmer = &confirm.Confirmer{Client: client, Gate: g, Deadline: o.HumanApprovalDeadline, Log: log.WithName("confirmer"), Metrics: metrics, Approvals: approvals}
 		if o.MembersLease != "" {
 			confirmer.Shard = confirm.NewShard(identity(o))
 		}
@@ -115,6 +123,8 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = reloader.Run(ctx) }()
 
+	watchApprovals(confirmer)
+
 	if confirmer != nil {
 		watchSessions(ctx, &wg, o, confirmer, kube, log)
 	}
@@ -134,9 +144,15 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	log.Info("shutting down: finishing in-flight requests and confirmations")
 	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownGrace)
 	defer cancel()
-	err := srv.Shutdown(sctx)
+	err = srv.Shutdown(sctx)
 	wg.Wait()
 	return err
+}
+
+// needsKube reports whether the confirmer talks to the Kubernetes API: for TokenReview, a
+// Lease, or the ToolApprovals.
+func needsKube(o confirmerconfig.Config) bool {
+	return !o.InsecureNoAuth || o.LeaderElect || o.MembersLease != "" || o.ConfirmerName != ""
 }
 
 // liveHeapMetrics adds go_gc_heap_live_bytes (the heap the last collection found reachable:

@@ -69,6 +69,8 @@ type settings struct {
 	clusterCIDRs   []netip.Prefix
 	bootstrap      bootstrap.Options
 	confirmerImage string
+	// toolApprovalRetention keeps finished ToolApprovals this long; 0 keeps them forever.
+	toolApprovalRetention time.Duration
 	// webhooks are served when webhooks.Port is not 0.
 	webhooks webhook.Options
 	// rerun lets a process run the manager more than once (its tests do): controller names are
@@ -103,6 +105,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	fs.StringVar(&serviceCIDRs, "service-cidrs", egress.DefaultClusterCIDRs, "the cluster's Service ranges, comma-separated: an allowed host's DNS answer inside them is dropped (allowedCIDRs may still cover them); the default, the private ranges, holds most clusters' ranges (docs/egress-carve-outs.md)")
 	fs.StringVar(&podCIDRs, "pod-cidrs", egress.DefaultClusterCIDRs, "the cluster's Pod ranges, comma-separated, treated like --service-cidrs")
 	fs.StringVar(&s.confirmerImage, "confirmer-image", "ghcr.io/intutic/gate-confirmer:v0.1.0", "image of the confirmer Deployments, unless a SessionConfirmer sets spec.image")
+	s.toolApprovalRetention = 24 * time.Hour
+	fs.Var(retentionFlag{&s.toolApprovalRetention}, "tool-approval-retention", "how long a finished ToolApproval (approved, denied, expired, answered in the runtime) is kept after its decision, as the record of who decided; 0 keeps them until their SessionConfirmer is deleted")
 	webhookText := bindWebhookFlags(fs, &s.webhooks)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -257,6 +261,11 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 		ConfirmerImage: s.confirmerImage,
 	}).SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if s.toolApprovalRetention > 0 {
+		if err := (&controllers.ToolApprovalRetention{Client: mgr.GetClient(), Retention: s.toolApprovalRetention}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	if webhooks != nil {
 		// Every replica serves the webhooks, leader or not; policies are read live.

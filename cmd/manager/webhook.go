@@ -22,7 +22,7 @@ type webhookFlags struct {
 // reads after parsing to the returned webhookFlags.
 func bindWebhookFlags(fs *flag.FlagSet, o *webhook.Options) *webhookFlags {
 	var f webhookFlags
-	fs.IntVar(&o.Port, "webhook-port", 0, "port of the admission webhooks (HTTPS): HarnessAgentPolicy validation, SessionConfirmer warnings, and the pod injection; 0 serves none (the chart and config/default pass 9443)")
+	fs.IntVar(&o.Port, "webhook-port", 0, "port of the admission webhooks (HTTPS): HarnessAgentPolicy validation, SessionConfirmer warnings, the pod injection, and the ToolApproval decisions (who decided, and whether they may); 0 serves none (the chart and config/default pass 9443)")
 	fs.StringVar(&f.certs, "webhook-certs", string(webhook.CertsSelf), "who issues the webhooks' serving certificate: self (the manager keeps a CA and a certificate in --webhook-secret, renews them, and injects the CA into --webhook-configuration) or external (cert-manager, say, writes --webhook-cert-dir and the CA bundle)")
 	fs.StringVar(&o.Certs.Dir, "webhook-cert-dir", "/etc/gate-operator/webhook-certs", "directory holding the webhooks' tls.crt and tls.key: the Secret mounted into the pod (reloaded when it changes)")
 	fs.StringVar(&o.Certs.Namespace, "webhook-namespace", "", "the manager's namespace, where --webhook-secret and --webhook-service are; required with --webhook-certs=self")

@@ -192,7 +192,14 @@ func TestManagerServesWebhooksUnderItsOwnRBAC(t *testing.T) {
 			return err
 		}
 		ca := secret.Data["ca.crt"]
-		for _, b := range [][]byte{v.Webhooks[0].ClientConfig.CABundle, v.Webhooks[1].ClientConfig.CABundle, m.Webhooks[0].ClientConfig.CABundle} {
+		var bundles [][]byte
+		for _, w := range v.Webhooks {
+			bundles = append(bundles, w.ClientConfig.CABundle)
+		}
+		for _, w := range m.Webhooks {
+			bundles = append(bundles, w.ClientConfig.CABundle)
+		}
+		for _, b := range bundles {
 			if len(ca) == 0 || !bytes.Equal(b, ca) {
 				return errors.New("the CA is not in every webhook yet")
 			}
@@ -227,8 +234,35 @@ func TestManagerServesWebhooksUnderItsOwnRBAC(t *testing.T) {
 	if len(pod.Spec.InitContainers) != 2 || pod.Spec.InitContainers[0].Image != "registry.example/gate-confirmer:test" || pod.Spec.InitContainers[1].Command[0] != "/egress-wait" || len(pod.Spec.Containers[0].VolumeMounts) != 3 {
 		t.Errorf("the pod is not injected:\n%+v", pod.Spec)
 	}
+	approveUnderManagerRBAC(ctx, t, admin, cfg, scheme)
 	if strings.Contains(logs.String(), string(secret.Data["tls.key"])) || strings.Contains(logs.String(), string(secret.Data["ca.key"])) {
 		t.Errorf("a private key is in the manager's log")
+	}
+}
+
+// approveUnderManagerRBAC approves a ToolApproval as a cluster admin: the decision webhook, run
+// under the manager's RBAC, records the decider and asks the API server whether they may approve
+// (a LocalSubjectAccessReview the manager must be allowed to create).
+func approveUnderManagerRBAC(ctx context.Context, t *testing.T, admin client.Client, cfg *rest.Config, scheme *runtime.Scheme) {
+	t.Helper()
+	ta := &gatev1.ToolApproval{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "agents", Name: "held"},
+		Spec: gatev1.ToolApprovalSpec{
+			Surface: gatev1.SurfaceWorkflow, Policy: "coding-agents", ToolUseID: "call_1", Tool: "deployService",
+			Input: gatev1.ToolApprovalInput{Size: 2, SHA256: strings.Repeat("0a", 32)}, ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)),
+		},
+	}
+	must(t, admin.Create(ctx, ta))
+	asAdmin := rest.CopyConfig(cfg)
+	asAdmin.Impersonate = rest.ImpersonationConfig{UserName: "alice", Groups: []string{"system:masters"}}
+	alice, err := client.New(asAdmin, client.Options{Scheme: scheme})
+	must(t, err)
+	ta.Status.State = gatev1.ApprovalApproved
+	ta.Status.Conditions = []metav1.Condition{{Type: gatev1.ConditionApproved, Status: metav1.ConditionTrue, Reason: "ApprovedByUser", LastTransitionTime: metav1.Now()}}
+	ta.Status.Decision = &gatev1.ToolApprovalDecision{User: "someone else"}
+	must(t, alice.Status().Update(ctx, ta))
+	if d := ta.Status.Decision; d == nil || d.User != "alice" || d.Time == nil {
+		t.Errorf("the approval's decision %+v does not record alice", d)
 	}
 }
 

@@ -4,7 +4,7 @@
 // samples, and shows the manager and two confirmer replicas Running, the confirmer answering
 // the fake session through the in-cluster Service, a governed sandbox pod whose hook blocks and
 // allows calls, and that pod's egress on real packets. It removes everything it started at the
-// end and on Ctrl-C.
+// end and on Ctrl-C; with DEMO_KEEP set it keeps the cluster up after its report until Ctrl-C.
 package main
 
 import (
@@ -24,6 +24,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,6 +43,12 @@ const (
 	session  = "sesn_demo_01"
 	whSecret = "whsec_ZGVtbyB3ZWJob29rIHNpZ25pbmcga2V5IQ=="
 )
+
+// ask is the permission of every scripted call, and alwaysAsk its evaluated permission of every scripted call: the agent's own configuration
+// would ask, so the confirmer decides.
+var alwaysAsk = map[string]any{"type": "always_ask"}
+
+const ask = "ask"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -73,12 +80,13 @@ func run(ctx context.Context) error {
 	if err := env.DeployFakes(ctx, apiKey); err != nil {
 		return err
 	}
-	env.Step("scripting session %s on the fake: it pauses on four calls", session)
+	env.Step("scripting session %s on the fake: it pauses on five calls", session)
 	if _, err := env.FakeSession(ctx, session, agentID,
-		anthropictest.ToolUse{Name: "read", Input: map[string]any{"file_path": "/workspace/README.md"}, Permission: "ask", Evaluation: map[string]any{"type": "always_ask"}},
-		anthropictest.ToolUse{Name: "bash", Input: map[string]any{"command": "rm -rf / --no-preserve-root"}, Permission: "ask", Evaluation: map[string]any{"type": "always_ask"}},
-		anthropictest.ToolUse{Name: "web_fetch", Input: map[string]any{"url": "https://docs.example.org/setup"}, Permission: "ask", Evaluation: map[string]any{"type": "always_ask"}},
-		anthropictest.ToolUse{Type: "agent.mcp_tool_use", MCPServer: "deploy", Name: "release", Input: map[string]any{"service": "api", "environment": "production"}, Permission: "ask", Evaluation: map[string]any{"type": "always_ask"}},
+		anthropictest.ToolUse{Name: "read", Input: map[string]any{"file_path": "/workspace/README.md"}, Permission: ask, Evaluation: alwaysAsk},
+		anthropictest.ToolUse{Name: "bash", Input: map[string]any{"command": "rm -rf / --no-preserve-root"}, Permission: ask, Evaluation: alwaysAsk},
+		anthropictest.ToolUse{Name: "web_fetch", Input: map[string]any{"url": "https://docs.example.org/setup"}, Permission: ask, Evaluation: alwaysAsk},
+		anthropictest.ToolUse{Name: "web_fetch", Input: map[string]any{"url": "https://downloads.example.net/tool-v2.tar.gz"}, Permission: ask, Evaluation: alwaysAsk},
+		anthropictest.ToolUse{Type: "agent.mcp_tool_use", MCPServer: "deploy", Name: "release", Input: map[string]any{"service": "api", "environment": "production"}, Permission: ask, Evaluation: alwaysAsk},
 	); err != nil {
 		return err
 	}
@@ -109,7 +117,95 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return report(ctx, env, pod)
+	if err := approvals(ctx, env); err != nil {
+		return err
+	}
+	if err := report(ctx, env, pod); err != nil {
+		return err
+	}
+	if os.Getenv("DEMO_KEEP") != "" {
+		fmt.Printf("\nDEMO_KEEP is set: the cluster stays up until Ctrl-C. In another terminal:\n  export KUBECONFIG=%s PATH=%s/bin:$PATH\n", env.Kubeconfig, env.Dir)
+		<-ctx.Done()
+	}
+	return nil
+}
+
+// approvals shows the human lane: the two held web fetches are ToolApprovals; alice, bound to
+// the ClusterRole gate-operator-approver in the namespace, approves the first with the kubectl
+// plugin, and mallory, who may write their status but lacks the verb approve, is refused by the
+// admission webhook for the second, which stays pending until its deadline denies it.
+func approvals(ctx context.Context, env *localenv.Env) error {
+	c := env.Client
+	env.Step("binding user alice to the ClusterRole gate-operator-approver in %s; mallory may only read ToolApprovals and write their status", ns)
+	if err := c.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alice-approves-agent-calls"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "gate-operator-approver"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "alice"}},
+	}); err != nil {
+		return err
+	}
+	if err := localenv.GrantStatusWriter(ctx, c, ns, "mallory"); err != nil {
+		return err
+	}
+	var held []gatev1.ToolApproval
+	if err := localenv.Wait(ctx, 60*time.Second, func() (bool, error) {
+		list := &gatev1.ToolApprovalList{}
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		held = held[:0]
+		for _, a := range list.Items {
+			if a.Spec.SessionID == session {
+				held = append(held, a)
+			}
+		}
+		return len(held) == 2, nil
+	}); err != nil {
+		return fmt.Errorf("the held web fetches did not become ToolApprovals: %w", err)
+	}
+	// The fake numbers its events in order: the docs fetch paused first.
+	slices.SortFunc(held, func(a, b gatev1.ToolApproval) int { return strings.Compare(a.Spec.ToolUseID, b.Spec.ToolUseID) })
+	docs, download := held[0], held[1]
+	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "\n--- human approvals (ToolApproval objects, answered with the kubectl plugin cmd/kubectl-gate)\n")
+	show := func(args ...string) {
+		out, err := env.Gate(ctx, args...)
+		fmt.Fprintf(w, "  $ kubectl gate %s\n", strings.Join(args, " "))
+		if err != nil {
+			out = err.Error()
+		}
+		fmt.Fprint(w, indent(out))
+	}
+	show("pending", "-n", ns)
+	show("approve", docs.Name, "-n", ns, "--as", "alice", "--message", "docs fetch for the setup task")
+	show("approve", download.Name, "-n", ns, "--as", "mallory")
+	if err := localenv.Wait(ctx, 60*time.Second, func() (bool, error) {
+		got, err := env.FakeConfirmations(ctx, session)
+		if err != nil {
+			return false, err
+		}
+		for _, e := range got {
+			if e["tool_use_id"] == docs.Spec.ToolUseID {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		return fmt.Errorf("the approved call was not confirmed: %w", err)
+	}
+	out, err := env.Kubectl(ctx, "", "-n", ns, "get", "toolapprovals", "-o", "wide")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  $ kubectl get toolapprovals -n %s\n%s", ns, indent(out))
+	got := &gatev1.ToolApproval{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(&docs), got); err != nil {
+		return err
+	}
+	if d := got.Status.Decision; d != nil {
+		fmt.Fprintf(w, "  %s: %s by %s (groups %s) at %s: %q\n", got.Name, got.Status.State, d.User, strings.Join(d.Groups, ","), d.Time, d.Message)
+	}
+	return w.Flush()
 }
 
 func report(ctx context.Context, env *localenv.Env, sandbox string) error {
@@ -185,7 +281,7 @@ spec:
 		}
 		fmt.Fprintf(w, "  %s\t-> %s\n", e["tool_use_id"], a)
 	}
-	fmt.Fprintf(w, "  (%d of 4 answered; the web fetch is held for a human and denied at its 15m deadline unless someone approves it)\n", len(confirmations))
+	fmt.Fprintf(w, "  (%d of 5 answered; the fetch from downloads.example.net is still held for a human: its ToolApproval denies it at the 15m deadline unless someone allowed to approve does)\n", len(confirmations))
 	logs, _ := env.Kubectl(ctx, "", "-n", ns, "logs", "-l", "gate.intutic.io/confirmer=coding-agents", "--prefix", "--tail=-1")
 	fmt.Fprintln(w, "  audit lines of the replica that owns the session:")
 	for _, line := range strings.Split(logs, "\n") {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/anthropic"
 	"github.com/intutic/gate-operator/internal/gate"
 )
@@ -30,6 +31,10 @@ type Confirmer struct {
 	// Shard, when set, is this replica's part of the sessions: a session of another replica is
 	// not answered (ErrNotOwned). Nil answers every session.
 	Shard *Shard
+	// Approvals, when set, is the human lane: every held call gets a ToolApproval, and its
+	// answer (Approved, Denied) is sent before the deadline (approvalcalls.go). Nil holds Ask
+	// verdicts until the deadline and denies them.
+	Approvals *Approvals
 
 	mu       sync.Mutex
 	sessions map[string]*sessionState
@@ -44,8 +49,12 @@ type Confirmer struct {
 type sessionState struct {
 	mu       sync.Mutex
 	answered map[string]bool
-	// deadlines of the Ask verdicts being held, by tool-use id.
-	deadlines map[string]time.Time
+	// held are the Ask verdicts being held, by tool-use id.
+	held map[string]*hold
+	// checked are answered calls whose ToolApproval no longer needs a look (settleAnswered).
+	checked map[string]bool
+	// expiredSent are the calls this process denied at their deadline.
+	expiredSent map[string]bool
 }
 
 // Outcome of answering one session.
@@ -90,9 +99,19 @@ func (c *Confirmer) AnswerSession(ctx context.Context, sessionID string) (Outcom
 		c.countAPIError(err)
 		return Outcome{}, err
 	}
+	confs := map[string]anthropic.Event{}
 	for _, e := range events {
 		if e.Type == anthropic.TypeToolConfirmation {
 			st.answered[e.ToolUseID] = true
+			delete(st.held, e.ToolUseID)
+			confs[e.ToolUseID] = e
+		}
+	}
+	if c.Approvals != nil {
+		for _, e := range events {
+			if conf, ok := confs[e.ID]; ok && (e.Type == anthropic.TypeToolUse || e.Type == anthropic.TypeMCPToolUse) && pendingPermission(e.EvaluatedPermission) {
+				c.settleAnswered(ctx, sessionID, st, e, conf)
+			}
 		}
 	}
 	confirmed := 0
@@ -129,7 +148,12 @@ func (c *Confirmer) AnswerEvent(ctx context.Context, sessionID string, e anthrop
 	switch e.Type {
 	case anthropic.TypeToolConfirmation:
 		st.answered[e.ToolUseID] = true
-		delete(st.deadlines, e.ToolUseID)
+		if h := st.held[e.ToolUseID]; h != nil {
+			delete(st.held, e.ToolUseID)
+			if c.Approvals != nil {
+				c.settleAnswered(ctx, sessionID, st, anthropic.Event{ID: e.ToolUseID, Type: anthropic.TypeToolUse, Name: h.tool}, e)
+			}
+		}
 	case anthropic.TypeToolUse, anthropic.TypeMCPToolUse:
 		var ok bool
 		if ok, err = c.consider(ctx, sessionID, st, e); ok {
@@ -138,7 +162,7 @@ func (c *Confirmer) AnswerEvent(ctx context.Context, sessionID string, e anthrop
 	case anthropic.TypeStatusIdle:
 		if e.StopReason != nil && e.StopReason.Type == "requires_action" {
 			for _, id := range e.StopReason.EventIDs {
-				if _, held := st.deadlines[id]; !st.answered[id] && !held {
+				if _, held := st.held[id]; !st.answered[id] && !held {
 					needList = true // possibly a call we never saw, or a custom tool use: list to know
 				}
 			}
@@ -152,33 +176,33 @@ func (c *Confirmer) AnswerEvent(ctx context.Context, sessionID string, e anthrop
 }
 
 // consider answers e if it is a pending tool use not answered yet, and reports whether this
-// call confirmed it; st.mu is held.
+// call confirmed it; st.mu is held. A call is decided once per process: an Ask verdict is
+// held, and from then on only its ToolApproval or its deadline answers it (resolveHold).
 func (c *Confirmer) consider(ctx context.Context, sessionID string, st *sessionState, e anthropic.Event) (bool, error) {
 	if (e.Type != anthropic.TypeToolUse && e.Type != anthropic.TypeMCPToolUse) || st.answered[e.ID] || !pendingPermission(e.EvaluatedPermission) {
 		return false, nil
 	}
-	if deadline, held := st.deadlines[e.ID]; held && c.now().Before(deadline) {
-		return false, nil
+	h := st.held[e.ID]
+	if h == nil {
+		conf, nh, err := c.decideCall(ctx, sessionID, e)
+		if err != nil {
+			return false, err
+		}
+		if nh == nil {
+			return c.confirm(ctx, sessionID, st, conf, nil, "")
+		}
+		st.held[e.ID] = nh
+		h = nh
 	}
-	confirmed, deadline, err := c.answer(ctx, sessionID, e)
-	if err != nil {
-		return false, err
-	}
-	if confirmed {
-		st.answered[e.ID] = true
-		delete(st.deadlines, e.ID)
-	} else {
-		st.deadlines[e.ID] = deadline
-	}
-	return confirmed, nil
+	return c.resolveHold(ctx, sessionID, st, e.ID, h)
 }
 
 func (st *sessionState) outcome() Outcome {
 	var out Outcome
-	for _, d := range st.deadlines {
+	for _, h := range st.held {
 		out.Held++
-		if out.NextDeadline.IsZero() || d.Before(out.NextDeadline) {
-			out.NextDeadline = d
+		if out.NextDeadline.IsZero() || h.deadline.Before(out.NextDeadline) {
+			out.NextDeadline = h.deadline
 		}
 	}
 	return out
@@ -192,7 +216,7 @@ func (c *Confirmer) state(id string) *sessionState {
 	}
 	st := c.sessions[id]
 	if st == nil {
-		st = &sessionState{answered: map[string]bool{}, deadlines: map[string]time.Time{}}
+		st = &sessionState{answered: map[string]bool{}, held: map[string]*hold{}, checked: map[string]bool{}, expiredSent: map[string]bool{}}
 		c.sessions[id] = st
 	}
 	return st
@@ -244,12 +268,13 @@ func (c *Confirmer) countConfirmation(result string) {
 	}
 }
 
-// answer decides one pending call and sends its confirmation, or holds an Ask until the
-// deadline, measured from the call's processed_at so a restart does not extend it.
-func (c *Confirmer) answer(ctx context.Context, sessionID string, e anthropic.Event) (confirmed bool, deadline time.Time, err error) {
+// decideCall decides one pending call: Allow and Block give the confirmation to send; Ask
+// gives a hold until the deadline, measured from the call's processed_at so a restart does
+// not extend it, with the ToolApproval to create when the human lane is on.
+func (c *Confirmer) decideCall(ctx context.Context, sessionID string, e anthropic.Event) (anthropic.ToolConfirmation, *hold, error) {
 	caller, err := c.callerOf(ctx, sessionID)
 	if err != nil {
-		return false, time.Time{}, err
+		return anthropic.ToolConfirmation{}, nil, err
 	}
 	call := &gate.Call{Tool: e.Name, Server: e.MCPServerName, Surface: gate.SurfaceManagedAgents, Session: sessionID, Caller: caller}
 	g := c.Gate
@@ -262,38 +287,48 @@ func (c *Confirmer) answer(ctx context.Context, sessionID string, e anthropic.Ev
 		rec.ToolUseID = e.ID
 		c.Audit(rec)
 	}
-
-	var conf anthropic.ToolConfirmation
 	switch d.Verdict {
 	case gate.Allow:
-		conf = anthropic.Confirm(e.ID, true, "")
+		return anthropic.Confirm(e.ID, true, ""), nil, nil
 	case gate.Block:
-		conf = anthropic.Confirm(e.ID, false, d.Message)
-	default: // Ask: a human answers in the meantime, or the deadline denies
-		deadline = c.now().Add(c.Deadline)
-		if e.ProcessedAt != nil {
-			if t, perr := time.Parse(time.RFC3339Nano, *e.ProcessedAt); perr == nil {
-				deadline = t.Add(c.Deadline)
-			}
-		}
-		if c.now().Before(deadline) {
-			return false, deadline, nil
-		}
-		conf = anthropic.Confirm(e.ID, false, fmt.Sprintf("%sno human approved this call within %s (%s)", gate.RefusalPrefix, c.Deadline, d.Reason))
+		return anthropic.Confirm(e.ID, false, d.Message), nil, nil
 	}
+	// Ask: a human answers in the meantime, or the deadline denies.
+	deadline := c.callDeadline(e)
+	tool := gate.CanonicalToolName(e.Name, e.MCPServerName)
+	h := &hold{deadline: deadline, reason: d.Reason, tool: tool}
+	if a := c.Approvals; a != nil {
+		h.name = a.Name(gatev1.SurfaceManagedAgents, sessionID, e.ID, tool)
+		h.req = &ApprovalRequest{Surface: gatev1.SurfaceManagedAgents, Session: sessionID, Agent: caller.Agent, ToolUseID: e.ID, Tool: tool,
+			Decision: d, RawInput: e.Input, ExpiresAt: deadline}
+	}
+	return anthropic.ToolConfirmation{}, h, nil
+}
+
+// confirm sends one confirmation and records it; ta and outcome, when set, are the approval
+// it answers and the Event to record on it. It reports whether the call is answered now.
+func (c *Confirmer) confirm(ctx context.Context, sessionID string, st *sessionState, conf anthropic.ToolConfirmation, ta *gatev1.ToolApproval, outcome string) (bool, error) {
+	id := conf.ToolUseID
 	if err := c.Client.SendEvents(ctx, sessionID, conf); err != nil {
 		c.countAPIError(err)
-		if anthropic.IsFatal4xx(err) && c.alreadyAnswered(ctx, sessionID, e.ID) {
+		if anthropic.IsFatal4xx(err) && c.alreadyAnswered(ctx, sessionID, id) {
 			// Another replica or a human answered first: the call is done.
 			c.countConfirmation("already_answered")
-			return true, time.Time{}, nil
+			st.answered[id] = true
+			delete(st.held, id)
+			return true, nil
 		}
 		c.countConfirmation("error")
-		return false, time.Time{}, fmt.Errorf("confirming %s in %s: %w", e.ID, sessionID, err)
+		return false, fmt.Errorf("confirming %s in %s: %w", id, sessionID, err)
 	}
+	st.answered[id] = true
+	delete(st.held, id)
 	c.countConfirmation(conf.Result)
-	c.Log.V(1).Info("confirmed tool use", "session", sessionID, "toolUse", e.ID, "result", conf.Result, "incident", d.IncidentID)
-	return true, time.Time{}, nil
+	c.Log.V(1).Info("confirmed tool use", "session", sessionID, "toolUse", id, "result", conf.Result)
+	if ta != nil && outcome != "" {
+		c.Approvals.outcome(ta, outcome, fmt.Sprintf("sent %s to session %s for tool use %s", conf.Result, sessionID, id))
+	}
+	return true, nil
 }
 
 // alreadyAnswered re-lists the session's confirmations and reports whether one names the call.

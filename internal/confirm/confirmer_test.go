@@ -137,8 +137,13 @@ func TestHumanAnsweredFirstIsDone(t *testing.T) {
 	}
 	// c listed before that, so it still holds the call as pending and sends its answer.
 	e := anthropic.Event{ID: ids[0], Type: anthropic.TypeToolUse, Name: "read", EvaluatedPermission: "ask"}
-	confirmed, _, err := c.answer(context.Background(), "sesn_h", e)
-	if err != nil || !confirmed {
+	conf, h, err := c.decideCall(context.Background(), "sesn_h", e)
+	if err != nil || h != nil {
+		t.Fatalf("read is allowed by the policy, got hold %v, error %v", h, err)
+	}
+	st := c.state("sesn_h")
+	confirmed, err := c.confirm(context.Background(), "sesn_h", st, conf, nil, "")
+	if err != nil || !confirmed || !st.answered[ids[0]] {
 		t.Fatalf("an already-answered call must count as done, got %v %v", confirmed, err)
 	}
 	confirmations(t, f, "sesn_h")

@@ -18,6 +18,10 @@ type Metrics struct {
 	// sessions, as this one sees them (0 when it does not share them).
 	Streamed prometheus.Gauge
 	Members  prometheus.Gauge
+	// Approvals counts the ToolApprovals written, by result; ApprovalLatency is the time from a
+	// human's answer (status.decision.time) to its confirmation reaching the session.
+	Approvals       *prometheus.CounterVec
+	ApprovalLatency prometheus.Histogram
 }
 
 // NewMetrics registers the metrics with reg.
@@ -54,8 +58,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Members: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "confirmer_members", Help: "Live replicas sharing the sessions (--members-lease), as this replica sees them, itself included once it has joined; 0 without --members-lease.",
 		}),
+		Approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "confirmer_tool_approvals_total", Help: "ToolApprovals written by the confirmer, by result (created, expired, answeredinruntime, error).",
+		}, []string{"result"}),
+		ApprovalLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "confirmer_approval_to_confirmation_seconds", Help: "Time from a human's answer on a ToolApproval (its decision time) to the confirmation sent to the session.",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		}),
 	}
 	reg.MustRegister(m.Decisions, m.AuditedDecisions, m.DecisionLatency, m.Confirmations, m.APIErrors, m.Reconnects, m.PendingHuman, m.SnapshotReloads,
-		m.Streamed, m.Members)
+		m.Streamed, m.Members, m.Approvals, m.ApprovalLatency)
 	return m
 }

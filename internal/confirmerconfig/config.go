@@ -34,6 +34,11 @@ type Config struct {
 	AgentIDs                []string
 	PollInterval            time.Duration
 	HumanApprovalDeadline   time.Duration
+	HumanApprovalShowInput  bool
+	ConfirmerName           string
+	ConfirmerUID            string
+	Namespace               string
+	Policy                  string
 	AllowedServiceAccounts  []string
 	WebhookSigningKeyFile   string
 	LeaderElect             bool
@@ -88,6 +93,11 @@ func (c *Config) fields() []field {
 		{"agent-ids", "comma-separated agent ids whose sessions are watched", &c.AgentIDs},
 		{"poll-interval", "how often sessions are listed and polled", &c.PollInterval},
 		{"human-approval-deadline", "how long an Ask verdict waits for a human before the call is denied", &c.HumanApprovalDeadline},
+		{"human-approval-show-input", "put the first 1024 bytes of a held call's input in its ToolApproval (spec.input.preview); off: only its size and SHA-256", &c.HumanApprovalShowInput},
+		{"confirmer-name", "the SessionConfirmer this confirmer runs for: with --confirmer-uid, --namespace and --policy, every call the gate sends to a human gets a ToolApproval owned by it, and its answer is sent to the session", &c.ConfirmerName},
+		{"confirmer-uid", "the UID of the SessionConfirmer --confirmer-name, for the ToolApprovals' owner reference", &c.ConfirmerUID},
+		{"namespace", "the namespace of the SessionConfirmer and its ToolApprovals (default: the pod's namespace)", &c.Namespace},
+		{"policy", "the HarnessAgentPolicy whose rules hold the calls, named in each ToolApproval (approvers need the verb approve on it)", &c.Policy},
 		{"allowed-service-accounts", "comma-separated namespace/name or namespace/* allowed to call the gate API", &c.AllowedServiceAccounts},
 		{"webhook-signing-key-file", "file holding the Standard Webhooks signing key (whsec_...); empty disables the receiver", &c.WebhookSigningKeyFile},
 		{"leader-elect", "standby replicas: run the watch loop only on the replica holding the Lease --leader-election-id (see --members-lease for replicas that share the work)", &c.LeaderElect},
@@ -185,6 +195,9 @@ func (c Config) Validate() error {
 	}
 	if c.LeaderElect && c.MembersLease != "" {
 		return errors.New("--leader-elect and --members-lease exclude each other: standby replicas or replicas sharing the sessions")
+	}
+	if (c.ConfirmerName != "") != (c.ConfirmerUID != "") || (c.ConfirmerName != "") != (c.Policy != "") {
+		return errors.New("--confirmer-name, --confirmer-uid and --policy go together: they turn on the ToolApprovals")
 	}
 	if c.WebhookSigningKeyFile != "" && c.AnthropicAPIKeyFile == "" {
 		return errors.New("--webhook-signing-key-file needs --anthropic-api-key-file")

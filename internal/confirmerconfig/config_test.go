@@ -36,6 +36,11 @@ func full() Config {
 		AgentIDs:                []string{"agent_1", "agent_2"},
 		PollInterval:            3 * time.Second,
 		HumanApprovalDeadline:   90 * time.Minute,
+		HumanApprovalShowInput:  true,
+		ConfirmerName:           "coding-agents",
+		ConfirmerUID:            "6d3c9b1e-2f4a-4c55-9d0e-7a1b2c3d4e5f",
+		Namespace:               "agents",
+		Policy:                  "coding-agents",
 		AllowedServiceAccounts:  []string{"agents/orchestrator", "tools/*"},
 		WebhookSigningKeyFile:   "/etc/gate/webhook/signing-key",
 		LeaderElectionNamespace: "agents",
@@ -98,6 +103,8 @@ func TestArgsForm(t *testing.T) {
 		"--harness-settings=/etc/gate/bootstrap/harness-settings.json", "--anthropic-base-url=https://anthropic.example.org",
 		"--anthropic-api-key-file=/etc/gate/anthropic/api-key", "--anthropic-ca-file=/etc/gate/ca/proxy.pem", "--workspace=ws_123",
 		"--anthropic-workspace-id=wrkspc_1", "--agent-ids=agent_1,agent_2", "--poll-interval=3s", "--human-approval-deadline=1h30m0s",
+		"--human-approval-show-input", "--confirmer-name=coding-agents", "--confirmer-uid=6d3c9b1e-2f4a-4c55-9d0e-7a1b2c3d4e5f", "--namespace=agents",
+		"--policy=coding-agents",
 		"--allowed-service-accounts=agents/orchestrator,tools/*", "--webhook-signing-key-file=/etc/gate/webhook/signing-key",
 		"--leader-election-namespace=agents", "--leader-election-id=coding-agents-confirmer",
 		"--leader-election-identity=pod-1", "--members-lease=coding-agents-confirmer", "--stream-idle-timeout=45s", "--max-streams=16", "--webhook-workers=2",
@@ -121,6 +128,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		"poll-interval":                      {"--poll-interval=often"},
 		"max-streams":                        {"--max-streams=many"},
 		"--members-lease":                    {"--members-lease=l"},
+		"--confirmer-uid":                    {"--confirmer-name=c", "--policy=p"},
 		"--leader-elect and --members-lease": {"--anthropic-api-key-file=k", "--leader-elect", "--members-lease=l"},
 	} {
 		fs := flag.NewFlagSet("confirmer", flag.ContinueOnError)

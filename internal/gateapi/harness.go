@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/confirm"
 	"github.com/intutic/gate-operator/internal/gate"
 )
@@ -70,6 +72,9 @@ type heldApproval struct {
 	Reason     string               `json:"reason"`
 	IncidentID string               `json:"incidentId"`
 	Would      *gate.AuditedVerdict `json:"would,omitempty"`
+	// ApprovalName is the call's ToolApproval, present only when the request opted in
+	// (Gate-Human-Approval: create).
+	ApprovalName string `json:"approvalName,omitempty"`
 }
 
 type approvalsRequest struct {
@@ -129,6 +134,11 @@ func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller st
 		badRequest(w, err)
 		return
 	}
+	create, err := a.wantsApprovals(r)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
 	resp := approvalsResponse{ToolApprovalContinuations: []continuation{}, Pending: []heldApproval{}}
 	for i, p := range req.PendingApprovals {
 		tc, err := p.normalize()
@@ -141,7 +151,15 @@ func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller st
 		d, _ := confirm.DecideRaw(a.Gate, a.Metrics, a.Log, a.identify(call, caller), tc.Input, "caller", caller)
 		d = publicDecision(d)
 		if d.Verdict == gate.Ask {
-			resp.Pending = append(resp.Pending, heldApproval{ApprovalID: p.ApprovalID, ToolCallID: tc.ToolCallID, ToolName: tc.ToolName, Reason: d.Reason, IncidentID: d.IncidentID, Would: d.Would})
+			held := heldApproval{ApprovalID: p.ApprovalID, ToolCallID: tc.ToolCallID, ToolName: tc.ToolName, Reason: d.Reason, IncidentID: d.IncidentID, Would: d.Would}
+			if create {
+				// Without its ToolApproval a human could never answer the call: the request fails, and is retried.
+				if held.ApprovalName, err = a.createApproval(r.Context(), gatev1.SurfaceHarness, req.Session, p.ApprovalID, tc.ToolName, d, tc.Input); err != nil {
+					writeError(w, http.StatusServiceUnavailable, "the ToolApproval of pendingApprovals["+strconv.Itoa(i)+"] could not be created; retry")
+					return
+				}
+			}
+			resp.Pending = append(resp.Pending, held)
 			continue
 		}
 		tar := toolApprovalResponse{Type: "tool-approval-response", ApprovalID: p.ApprovalID, Approved: d.Verdict == gate.Allow, ProviderExecuted: tc.ProviderExecuted}
@@ -219,6 +237,14 @@ func (a *API) needsApproval(w http.ResponseWriter, r *http.Request, caller strin
 		badRequest(w, fmt.Errorf("onAllow %q is not auto or human", req.OnAllow))
 		return
 	}
+	create, err := a.wantsApprovals(r)
+	if err == nil && create && req.ToolCallID == "" {
+		err = errors.New("toolCallId is required with " + HeaderHumanApproval + ": it names the call's ToolApproval")
+	}
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
 	input, err := gate.RenderRawInput(req.Input)
 	if err != nil {
 		badRequest(w, fmt.Errorf("input is not JSON: %w", err))
@@ -229,7 +255,18 @@ func (a *API) needsApproval(w http.ResponseWriter, r *http.Request, caller strin
 	case gate.Allow:
 		writeJSONStatus(w, http.StatusOK, withWould(map[string]any{"needsApproval": req.OnAllow == "human", "incidentId": d.IncidentID}, d))
 	case gate.Ask:
-		writeJSONStatus(w, http.StatusOK, withWould(map[string]any{"needsApproval": true, "reason": d.Reason, "incidentId": d.IncidentID}, d))
+		body := withWould(map[string]any{"needsApproval": true, "reason": d.Reason, "incidentId": d.IncidentID}, d)
+		if create {
+			name, err := a.createApproval(r.Context(), gatev1.SurfaceWorkflow, req.Session, req.ToolCallID, req.ToolName, d, req.Input)
+			if err != nil {
+				// The durable step retries on 503; a human could not answer without the object.
+				writeJSONStatus(w, http.StatusServiceUnavailable, map[string]any{"name": "RetryableError", "message": "the ToolApproval could not be created; retry", "incidentId": d.IncidentID})
+				return
+			}
+			body["approvalName"] = name
+			w.Header().Set(HeaderApprovalName, name)
+		}
+		writeJSONStatus(w, http.StatusOK, body)
 	default:
 		body := fatalError{Name: "FatalError", Fatal: true, Message: d.Message, Reason: d.Reason, Code: d.Code, IncidentID: d.IncidentID}
 		if retryableCodes[d.Code] {

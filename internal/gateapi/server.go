@@ -28,6 +28,9 @@ type API struct {
 	Auth     *Authenticator
 	Webhook  *anthropic.WebhookVerifier // nil: no webhook receiver
 	Queue    *confirm.Queue
+	// Approvals, when set, lets callers of the harness and workflow routes opt in to the human
+	// lane (approvals.go) and serves GET /v1/approvals/{name}.
+	Approvals *confirm.Approvals
 	// HarnessSettings is the path of the bundle's harness-settings.json; its
 	// harness-network-policy.json is read from the same directory.
 	HarnessSettings string
@@ -67,6 +70,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/harness/approvals", a.authed(a.harnessApprovals))
 	mux.HandleFunc("POST /v1/workflow/needs-approval", a.authed(a.needsApproval))
 	mux.HandleFunc("GET /v1/harness/settings", a.authed(a.harnessSettings))
+	mux.HandleFunc("GET /v1/approvals/{name}", a.authed(a.getApproval))
 	n := a.MaxWebhookBodies
 	if n <= 0 {
 		n = DefaultMaxWebhookBodies

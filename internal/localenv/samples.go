@@ -22,6 +22,7 @@ type Samples struct {
 	BaseURL      string // the Sessions API (the fake)
 	AgentID      string
 	PollInterval time.Duration // 0 keeps the sample's
+	Deadline     time.Duration // how long an Ask waits for a human; 0 keeps the sample's
 }
 
 // ApplySamples creates the namespace, the Secrets and the two samples, the SessionConfirmer
@@ -53,6 +54,9 @@ func (e *Env) ApplySamples(ctx context.Context, s Samples) error {
 	sc.Spec.Sessions.AgentIDs = []string{s.AgentID}
 	if s.PollInterval > 0 {
 		sc.Spec.Sessions.PollInterval = &metav1.Duration{Duration: s.PollInterval}
+	}
+	if s.Deadline > 0 {
+		sc.Spec.HumanApproval.Deadline = &metav1.Duration{Duration: s.Deadline}
 	}
 	return c.Create(ctx, sc)
 }

@@ -3,6 +3,9 @@
 //     (bootstrap.Build, the gate's CEL environment): a rule that does not compile is refused
 //     with its field path, and what is legal but probably wrong comes back as warnings;
 //   - SessionConfirmer create/update draws a warning when its policyRef names no policy;
+//   - a ToolApproval's decision (a toolapprovals/status update) gets its decider's identity and
+//     time from the request (ApprovalRecorder), and is refused unless its requester may make it
+//     (ApprovalValidator: the verb approve on the policy, before the deadline, never twice);
 //   - a pod created with the label gate.intutic.io/policy: <name> gets what
 //     docs/examples/sandbox-pod.yaml writes by hand (Inject, pure), or is refused when the
 //     policy does not exist.
@@ -14,3 +17,7 @@ package webhook
 
 // The pod and SessionConfirmer webhooks read the policy they name from the API server.
 // +kubebuilder:rbac:groups=gate.intutic.io,resources=harnessagentpolicies,verbs=get
+
+// The ToolApproval decision webhook asks the API server who may approve a policy; the review is
+// namespaced (LocalSubjectAccessReview), so a RoleBinding per served namespace grants it.
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=localsubjectaccessreviews,verbs=create

@@ -78,7 +78,7 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 // SetupWithManager manages the serving certificate (the rotator, or a wait for the files another
-// issuer writes), registers the three webhooks with reader for the policies they look up (the
+// issuer writes), registers the webhooks with reader for the policies they look up (the
 // manager's API reader: never a cache), and adds the server's readiness to /readyz.
 func (s *Server) SetupWithManager(mgr manager.Manager, reader client.Reader) error {
 	// The manager starts its webhook server once asked for it, and this must be that server.
@@ -104,6 +104,8 @@ func (s *Server) SetupWithManager(mgr manager.Manager, reader client.Reader) err
 	s.Register(PodPath, &admission.Webhook{Handler: &PodInjector{Reader: reader, Options: InjectOptions{
 		Bootstrap: s.opts.Bootstrap, GateHookImage: s.opts.GateHookImage,
 	}}})
+	s.Register(ApprovalRecorderPath, &admission.Webhook{Handler: &ApprovalRecorder{}})
+	s.Register(ApprovalValidatorPath, &admission.Webhook{Handler: &ApprovalValidator{Reviews: mgr.GetClient()}})
 	return mgr.AddReadyzCheck("webhook", s.StartedChecker())
 }
 

@@ -7,22 +7,16 @@ package webhook
 // no controller here, so pods are created and never run.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,11 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/apiservertest"
 	"github.com/intutic/gate-operator/internal/testutil"
+	"github.com/intutic/gate-operator/internal/webhook/webhooktest"
 )
 
 // testGateHookImage is the image the examples name, so an injected pod can equal them.
@@ -68,7 +62,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	validating, mutating, err := readWebhookConfigurations(filepath.Join(repoRoot, "config", "webhook", "webhooks.yaml"))
+	validating, mutating, err := webhooktest.Configurations(filepath.Join(repoRoot, "config", "webhook", "webhooks.yaml"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -156,64 +150,4 @@ func zapLevel() int8 {
 		return -1
 	}
 	return 2 // errors only
-}
-
-// readWebhookConfigurations reads the configurations the install ships. envtest points each
-// webhook's Service at the local server as https://<host:port>/<path>, so the paths lose their
-// leading slash here.
-func readWebhookConfigurations(path string) ([]*admissionregv1.ValidatingWebhookConfiguration, []*admissionregv1.MutatingWebhookConfiguration, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	var validating []*admissionregv1.ValidatingWebhookConfiguration
-	var mutating []*admissionregv1.MutatingWebhookConfiguration
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		var meta struct{ Kind string }
-		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			return nil, nil, err
-		}
-		switch meta.Kind {
-		case "ValidatingWebhookConfiguration":
-			v := &admissionregv1.ValidatingWebhookConfiguration{}
-			if err := yaml.UnmarshalStrict(doc, v); err != nil {
-				return nil, nil, err
-			}
-			for i := range v.Webhooks {
-				trimPath(&v.Webhooks[i].ClientConfig)
-			}
-			validating = append(validating, v)
-		case "MutatingWebhookConfiguration":
-			m := &admissionregv1.MutatingWebhookConfiguration{}
-			if err := yaml.UnmarshalStrict(doc, m); err != nil {
-				return nil, nil, err
-			}
-			for i := range m.Webhooks {
-				trimPath(&m.Webhooks[i].ClientConfig)
-			}
-			mutating = append(mutating, m)
-		case "":
-		default:
-			return nil, nil, fmt.Errorf("%s: unexpected kind %s", path, meta.Kind)
-		}
-	}
-	if len(validating) != 1 || len(mutating) != 1 {
-		return nil, nil, fmt.Errorf("%s: want one validating and one mutating configuration, got %d and %d", path, len(validating), len(mutating))
-	}
-	return validating, mutating, nil
-}
-
-func trimPath(cc *admissionregv1.WebhookClientConfig) {
-	if cc.Service != nil && cc.Service.Path != nil {
-		p := strings.TrimPrefix(*cc.Service.Path, "/")
-		cc.Service.Path = &p
-	}
 }

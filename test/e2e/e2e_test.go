@@ -75,7 +75,7 @@ func TestEndToEnd(t *testing.T) {
 	must(t, err)
 
 	c := env.Client
-	must(t, env.ApplySamples(ctx, localenv.Samples{Namespace: ns, APIKey: key, WebhookKey: "whsec_ZTJlIHdlYmhvb2sga2V5", BaseURL: localenv.FakeBaseURL, AgentID: "agent_e2e", PollInterval: 2 * time.Second}))
+	must(t, env.ApplySamples(ctx, localenv.Samples{Namespace: ns, APIKey: key, WebhookKey: "whsec_ZTJlIHdlYmhvb2sga2V5", BaseURL: localenv.FakeBaseURL, AgentID: "agent_e2e", PollInterval: 2 * time.Second, Deadline: approvalDeadline}))
 	policy := &gatev1.HarnessAgentPolicy{}
 	policyKey := types.NamespacedName{Namespace: ns, Name: "coding-agents"}
 	wait(t, "the policy is Ready", func() bool {
@@ -136,6 +136,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("egress table", func(t *testing.T) { testEgressTable(ctx, t, env) })
 	t.Run("no ungoverned first second", func(t *testing.T) { testStartupWindow(ctx, t, env) })
 	t.Run("admission", func(t *testing.T) { testAdmission(ctx, t, env) })
+	t.Run("human approvals", func(t *testing.T) { testApprovals(ctx, t, env) })
 	t.Run("webhook certificate rotation", func(t *testing.T) { testCertRotation(ctx, t, env) })
 
 	// A policy edit reaches the running confirmer pods through kubelet's ConfigMap update:

@@ -27,8 +27,8 @@ func TestHelmTemplateDefaults(t *testing.T) {
 	objs := helmTemplate(t)
 
 	wantKinds := []string{
-		"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRoleBinding",
-		"CustomResourceDefinition", "CustomResourceDefinition",
+		"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRoleBinding",
+		"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition",
 		"Deployment", "MutatingWebhookConfiguration", "Role", "Role", "RoleBinding", "RoleBinding", "Secret", "Service", "Service",
 		"ServiceAccount", "ValidatingWebhookConfiguration",
 	}

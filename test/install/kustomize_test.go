@@ -54,7 +54,7 @@ func TestKustomizeMatchesChartDefaults(t *testing.T) {
 	if !equality.Semantic.DeepEqual(krole.Rules, hrole.Rules) {
 		t.Errorf("leader-election Role rules differ: kustomize %v, helm %v", krole.Rules, hrole.Rules)
 	}
-	for _, name := range []string{"gate-operator-metrics-auth", "gate-operator-metrics-reader"} {
+	for _, name := range []string{"gate-operator-metrics-auth", "gate-operator-metrics-reader", "gate-operator-approver"} {
 		kcr := typed[rbacv1.ClusterRole](t, find(t, kobjs, "ClusterRole", name))
 		hcr := typed[rbacv1.ClusterRole](t, find(t, hobjs, "ClusterRole", name))
 		if !equality.Semantic.DeepEqual(kcr.Rules, hcr.Rules) {

@@ -33,6 +33,28 @@ func TestHelmTemplateWatchNamespaces(t *testing.T) {
 	}
 }
 
+// TestApproverRole: both installs ship the approver ClusterRole bound to nobody and aggregated
+// into nothing; the chart's approver.aggregateToAdmin aggregates it into the built-in admin.
+func TestApproverRole(t *testing.T) {
+	const aggregate = "rbac.authorization.k8s.io/aggregate-to-admin"
+	for name, objs := range map[string][]*unstructured.Unstructured{"kustomize": kustomize(t), "helm": helmTemplate(t)} {
+		if l := find(t, objs, "ClusterRole", "gate-operator-approver").GetLabels(); l[aggregate] != "" {
+			t.Errorf("%s: the approver ClusterRole aggregates into admin by default (labels %v)", name, l)
+		}
+		for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
+			for _, o := range ofKind(objs, kind) {
+				if ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name"); ref == "gate-operator-approver" {
+					t.Errorf("%s: %s %s binds the approver ClusterRole; binding it is the user's decision", name, kind, o.GetName())
+				}
+			}
+		}
+	}
+	objs := helmTemplate(t, "--set", "approver.aggregateToAdmin=true")
+	if l := find(t, objs, "ClusterRole", "gate-operator-approver").GetLabels(); l[aggregate] != "true" {
+		t.Errorf("approver.aggregateToAdmin=true: labels %v, want %s: \"true\"", l, aggregate)
+	}
+}
+
 // rbacWant is the RBAC an install should carry.
 type rbacWant struct {
 	prefix          string // the release's full name: ClusterRoles are <prefix>-manager etc.
@@ -57,7 +79,9 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, want rbacWant) {
 		t.Errorf("ClusterRole %s rules differ from config/rbac/role.yaml (run `make chart-sync`):\ngot:\n%s\nwant:\n%s", managerRole, toYAML(t, cr.Rules), toYAML(t, gen))
 	}
 	for _, r := range cr.Rules {
-		if slices.Contains(r.APIGroups, "authentication.k8s.io") || slices.Contains(r.APIGroups, "authorization.k8s.io") {
+		// Cluster-scoped reviews would not hold through the per-namespace RoleBindings of
+		// watchNamespaces; the namespaced LocalSubjectAccessReview of the decision webhook does.
+		if slices.Contains(r.APIGroups, "authentication.k8s.io") || slices.Contains(r.APIGroups, "authorization.k8s.io") && !slices.Equal(r.Resources, []string{"localsubjectaccessreviews"}) {
 			t.Errorf("ClusterRole %s grants %v: the metrics-auth rules belong in their own ClusterRole, bound cluster-wide", managerRole, r)
 		}
 	}
@@ -102,7 +126,12 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, want rbacWant) {
 
 	authRole, readerRole := want.prefix+"-metrics-auth", want.prefix+"-metrics-reader"
 	var wantBound []string
-	wantRoles := []string{managerRole}
+	// The approver ClusterRole is always there and never bound by the install.
+	approverRole := want.prefix + "-approver"
+	wantRoles := []string{managerRole, approverRole}
+	if approver := typed[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", approverRole)); !equality.Semantic.DeepEqual(approver.Rules, approverRules) {
+		t.Errorf("ClusterRole %s rules %v, want %v", approverRole, approver.Rules, approverRules)
+	}
 	if len(want.watchNamespaces) == 0 {
 		wantBound = append(wantBound, managerRole)
 	}
@@ -207,4 +236,12 @@ func generatedRules(t *testing.T) []rbacv1.PolicyRule {
 	}
 	t.Fatalf("%s has no ClusterRole gate-operator-manager", path)
 	return nil
+}
+
+// approverRules are what an approver needs: the verb approve on the policies, which the decision
+// webhook checks, and reading ToolApprovals and writing their status.
+var approverRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{"gate.intutic.io"}, Resources: []string{"harnessagentpolicies"}, Verbs: []string{"approve"}},
+	{APIGroups: []string{"gate.intutic.io"}, Resources: []string{"toolapprovals"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"gate.intutic.io"}, Resources: []string{"toolapprovals/status"}, Verbs: []string{"get", "update", "patch"}},
 }

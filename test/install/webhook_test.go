@@ -16,7 +16,8 @@ import (
 // TestWebhookConfigurations: the chart's default webhook configurations are config/webhook's,
 // labels aside, and serve the paths internal/webhook registers; no caBundle is shipped (the
 // manager injects its own CA); the pod webhook fails closed, reinvokes, and sees only labelled
-// pods outside the operator's namespace and kube-system; the policy webhooks fail open.
+// pods outside the operator's namespace and kube-system; the policy webhooks fail open; the
+// ToolApproval decision webhooks fail closed on every toolapprovals/status update, everywhere.
 func TestWebhookConfigurations(t *testing.T) {
 	kobjs, hobjs := kustomize(t), helmTemplate(t)
 	kv, km := webhookConfigurations(t, kobjs)
@@ -27,6 +28,11 @@ func TestWebhookConfigurations(t *testing.T) {
 	}
 	paths := map[string]string{}
 	for _, w := range kv.Webhooks {
+		if w.Name == approvals {
+			checkApprovalWebhook(t, w.ClientConfig, w.Rules, *w.FailurePolicy, w.NamespaceSelector, w.ObjectSelector)
+			paths["validating "+w.Name] = *w.ClientConfig.Service.Path
+			continue
+		}
 		paths[w.Name] = *w.ClientConfig.Service.Path
 		if *w.FailurePolicy != admissionregv1.Ignore {
 			t.Errorf("%s failurePolicy %s, want Ignore (the controller's status is the safety net)", w.Name, *w.FailurePolicy)
@@ -35,12 +41,22 @@ func TestWebhookConfigurations(t *testing.T) {
 			t.Errorf("%s ships a caBundle", w.Name)
 		}
 	}
-	pods := km.Webhooks[0]
+	if len(km.Webhooks) != 2 {
+		t.Fatalf("%d mutating webhooks, want the pod and the decision webhooks", len(km.Webhooks))
+	}
+	pods, recorder := km.Webhooks[0], km.Webhooks[1]
 	paths[pods.Name] = *pods.ClientConfig.Service.Path
+	paths["mutating "+recorder.Name] = *recorder.ClientConfig.Service.Path
+	checkApprovalWebhook(t, recorder.ClientConfig, recorder.Rules, *recorder.FailurePolicy, recorder.NamespaceSelector, recorder.ObjectSelector)
+	if recorder.ReinvocationPolicy == nil || *recorder.ReinvocationPolicy != admissionregv1.IfNeededReinvocationPolicy {
+		t.Errorf("%s reinvocationPolicy %v, want IfNeeded (it writes the decider back should a later webhook change it)", recorder.Name, recorder.ReinvocationPolicy)
+	}
 	want := map[string]string{
 		"harnessagentpolicies.gate.intutic.io": webhook.PolicyPath,
 		"sessionconfirmers.gate.intutic.io":    webhook.ConfirmerPath,
 		"pods.gate.intutic.io":                 webhook.PodPath,
+		"validating " + approvals:              webhook.ApprovalValidatorPath,
+		"mutating " + approvals:                webhook.ApprovalRecorderPath,
 	}
 	if !equality.Semantic.DeepEqual(paths, want) {
 		t.Errorf("webhook paths %v, want internal/webhook's %v", paths, want)
@@ -71,6 +87,14 @@ func TestWebhookConfigurations(t *testing.T) {
 		v, m := webhookConfigurations(t, helmTemplate(t, "--set", "watchNamespaces={a,b}"))
 		in := metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}
 		for _, w := range v.Webhooks {
+			if w.Name == approvals {
+				// Fail closed everywhere: outside the served namespaces the manager may not review
+				// approvers, so a decision there is refused rather than let through.
+				if w.NamespaceSelector != nil {
+					t.Errorf("%s namespaceSelector %v, want none", w.Name, w.NamespaceSelector)
+				}
+				continue
+			}
 			if w.NamespaceSelector == nil || !equality.Semantic.DeepEqual(w.NamespaceSelector.MatchExpressions, []metav1.LabelSelectorRequirement{in}) {
 				t.Errorf("%s namespaceSelector %v, want only a and b", w.Name, w.NamespaceSelector)
 			}
@@ -132,6 +156,23 @@ func TestWebhookConfigurations(t *testing.T) {
 			resources: deployment(t, helmTemplate(t)).Spec.Template.Spec.Containers[0].Resources,
 		})
 	})
+}
+
+// approvals is the name of both ToolApproval decision webhooks.
+const approvals = "toolapprovals.gate.intutic.io"
+
+// checkApprovalWebhook: a decision webhook sees every status update of a ToolApproval, in every
+// namespace, and fails closed.
+func checkApprovalWebhook(t *testing.T, cc admissionregv1.WebhookClientConfig, rules []admissionregv1.RuleWithOperations, fp admissionregv1.FailurePolicyType, ns, objs *metav1.LabelSelector) {
+	t.Helper()
+	wantRules := []admissionregv1.RuleWithOperations{{
+		Operations: []admissionregv1.OperationType{admissionregv1.Update},
+		Rule: admissionregv1.Rule{APIGroups: []string{"gate.intutic.io"}, APIVersions: []string{"v1alpha1"}, Resources: []string{"toolapprovals/status"},
+			Scope: new(admissionregv1.NamespacedScope)},
+	}}
+	if fp != admissionregv1.Fail || !equality.Semantic.DeepEqual(rules, wantRules) || ns != nil || objs != nil || len(cc.CABundle) > 0 {
+		t.Errorf("%s (%s): failurePolicy %s, rules %v, selectors %v %v; want Fail on every toolapprovals/status update", approvals, *cc.Service.Path, fp, rules, ns, objs)
+	}
 }
 
 func webhookConfigurations(t *testing.T, objs []*unstructured.Unstructured) (*admissionregv1.ValidatingWebhookConfiguration, *admissionregv1.MutatingWebhookConfiguration) {

@@ -1,4 +1,5 @@
-// Package webhooktest plays kubelet's part for the webhook tests: it keeps a directory to a
+// Package webhooktest helps the webhook tests: it reads the install's webhook configurations for
+// envtest, and plays kubelet's part by keeping a directory to a
 // Secret's data as a mounted Secret volume is kept. Only tests import it.
 package webhooktest
 

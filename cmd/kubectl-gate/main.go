@@ -1,0 +1,258 @@
+// Command kubectl-gate is the kubectl plugin that answers ToolApprovals: `kubectl gate approve`
+// and `kubectl gate deny` write a decision through the status subresource, where the manager's
+// decision webhook records who made it and refuses it unless they may approve the policy that
+// held the call; `kubectl gate pending` lists what waits for a human. Install it with
+//
+//	go install github.com/intutic/gate-operator/cmd/kubectl-gate@latest
+//
+// and kubectl finds it on $PATH. It reads the kubeconfig as kubectl does (--kubeconfig, else
+// $KUBECONFIG, else ~/.kube/config; --context; the context's namespace unless -n).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailed  = 1 // the API server refused, or could not be reached
+	exitUsage   = 2
+	resource    = "toolapproval.gate.intutic.io"
+	defaultNote = "with kubectl gate"
+)
+
+// The condition reasons a human's decision carries.
+const (
+	ReasonApprovedByUser = "ApprovedByUser"
+	ReasonDeniedByUser   = "DeniedByUser"
+)
+
+const usage = `kubectl gate answers the tool calls gate-operator holds for a human (ToolApprovals).
+
+Usage:
+  kubectl gate pending [-n NAMESPACE | -A]
+  kubectl gate approve NAME [-n NAMESPACE] [--message TEXT]
+  kubectl gate deny NAME [-n NAMESPACE] [--message TEXT]
+
+Approving or denying needs the verb approve on the approval's HarnessAgentPolicy (bind the
+ClusterRole gate-operator-approver); the API server records who decided.
+
+Flags of every command:
+  --kubeconfig PATH   kubeconfig file (default $KUBECONFIG, else ~/.kube/config)
+  --context NAME      kubeconfig context (default the current context)
+  -n, --namespace NS  namespace (default the context's namespace)
+  --as USER           act as USER (impersonation, as kubectl --as; needs the impersonate verb)
+  --as-group GROUP    act as a member of GROUP (repeatable; with --as)
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs one command line and returns its exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmd := args[0]
+	switch cmd {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "approve", "deny", "pending":
+	default:
+		fmt.Fprintf(stderr, "kubectl gate: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+	fs := pflag.NewFlagSet("kubectl gate "+cmd, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file")
+	fs.StringVar(&o.context, "context", "", "kubeconfig context")
+	fs.StringVarP(&o.namespace, "namespace", "n", "", "namespace")
+	fs.StringVar(&o.as, "as", "", "user to impersonate")
+	fs.StringArrayVar(&o.asGroups, "as-group", nil, "group to impersonate (repeatable)")
+	var message string
+	var all bool
+	if cmd == "pending" {
+		fs.BoolVarP(&all, "all-namespaces", "A", false, "list pending approvals in every namespace")
+	} else {
+		fs.StringVarP(&message, "message", "m", "", "why; for a denial, part of the refusal the agent reads")
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	wantArgs := 1
+	if cmd == "pending" {
+		wantArgs = 0
+	}
+	if fs.NArg() != wantArgs {
+		fmt.Fprintf(stderr, "kubectl gate %s: want %d argument(s), got %q\n\n%s", cmd, wantArgs, fs.Args(), usage)
+		return exitUsage
+	}
+	c, ns, err := o.client()
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return exitFailed
+	}
+	if cmd == "pending" {
+		if all {
+			ns = ""
+		}
+		err = pending(ctx, c, ns, time.Now(), stdout, stderr)
+	} else {
+		state := gatev1.ApprovalApproved
+		if cmd == "deny" {
+			state = gatev1.ApprovalDenied
+		}
+		err = answer(ctx, c, client.ObjectKey{Namespace: ns, Name: fs.Arg(0)}, state, message, stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// options locate the cluster as kubectl does.
+type options struct {
+	kubeconfig, context, namespace string
+	as                             string
+	asGroups                       []string
+}
+
+// client loads the kubeconfig with client-go's loading rules and returns a client and the
+// namespace: -n, else the context's, else default.
+func (o *options) client() (client.Client, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.context}
+	overrides.Context.Namespace = o.namespace
+	overrides.AuthInfo.Impersonate, overrides.AuthInfo.ImpersonateGroups = o.as, o.asGroups
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	scheme := runtime.NewScheme()
+	if err := gatev1.AddToScheme(scheme); err != nil {
+		return nil, "", err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	return c, ns, err
+}
+
+// answer writes a decision on the approval key, as it reads now: the update carries its
+// resourceVersion, so a decision someone else wrote in between makes it fail (Conflict) rather
+// than be overwritten (the webhook would refuse that too).
+func answer(ctx context.Context, c client.Client, key client.ObjectKey, state gatev1.ToolApprovalState, message string, stdout io.Writer) error {
+	ta := &gatev1.ToolApproval{}
+	if err := c.Get(ctx, key, ta); err != nil {
+		return err
+	}
+	if err := decide(ctx, c, ta, state, message); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s/%s %s\n", resource, ta.Name, strings.ToLower(string(state)))
+	return nil
+}
+
+// decide writes state, its condition and message into ta's status through the status
+// subresource. Who decided, and when, is the API server's to record.
+func decide(ctx context.Context, c client.Client, ta *gatev1.ToolApproval, state gatev1.ToolApprovalState, message string) error {
+	reason, verb := ReasonApprovedByUser, "approved"
+	if state == gatev1.ApprovalDenied {
+		reason, verb = ReasonDeniedByUser, "denied"
+	}
+	note := message
+	if note == "" {
+		note = verb + " " + defaultNote
+	}
+	ta.Status.State = state
+	meta.SetStatusCondition(&ta.Status.Conditions, metav1.Condition{
+		Type: string(state), Status: metav1.ConditionTrue, Reason: reason, Message: note, ObservedGeneration: ta.Generation,
+	})
+	ta.Status.Decision = &gatev1.ToolApprovalDecision{Message: message}
+	err := c.Status().Update(ctx, ta)
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("ToolApproval %s/%s changed while you decided (another answer may have arrived): look again with kubectl gate pending or kubectl get toolapproval: %w", ta.Namespace, ta.Name, err)
+	}
+	return err
+}
+
+// pending prints the approvals still waiting for a human in ns ("" is every namespace), those
+// expiring first at the top.
+func pending(ctx context.Context, c client.Client, ns string, now time.Time, stdout, stderr io.Writer) error {
+	list := &gatev1.ToolApprovalList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	items := slices.DeleteFunc(list.Items, func(ta gatev1.ToolApproval) bool {
+		return ta.Status.State != "" && ta.Status.State != gatev1.ApprovalPending
+	})
+	if len(items) == 0 {
+		if ns == "" {
+			fmt.Fprintln(stderr, "No pending ToolApprovals.")
+		} else {
+			fmt.Fprintf(stderr, "No pending ToolApprovals in namespace %s.\n", ns)
+		}
+		return nil
+	}
+	slices.SortStableFunc(items, func(a, b gatev1.ToolApproval) int {
+		if d := a.Spec.ExpiresAt.Compare(b.Spec.ExpiresAt.Time); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	w := tabwriter.NewWriter(stdout, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(w, "NAMESPACE\tNAME\tTOOL\tPOLICY\tRULE\tSESSION\tAGE\tEXPIRES-IN")
+	for _, ta := range items {
+		expires := "expired"
+		if left := ta.Spec.ExpiresAt.Sub(now); left > 0 {
+			expires = duration.HumanDuration(left)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ta.Namespace, ta.Name, ta.Spec.Tool, ta.Spec.Policy, orNone(ta.Spec.Rule),
+			orNone(ta.Spec.SessionID), duration.HumanDuration(now.Sub(ta.CreationTimestamp.Time)), expires)
+	}
+	return w.Flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}

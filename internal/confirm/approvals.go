@@ -1,0 +1,350 @@
+package confirm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+// Approvals is the human lane as Kubernetes objects: the ToolApprovals of one SessionConfirmer.
+// The confirmer creates one for every call the gate sends to a human, reads the answers from a
+// cache scoped to its own (namespace and label), and writes only the states a human cannot:
+// Expired and AnsweredInRuntime. Nothing read here ever allows a call on its own: an approval
+// counts only when it names the call it answers (spec) and records who approved it before
+// its deadline (status.decision, written by the admission webhook).
+type Approvals struct {
+	// Client writes and reads fresh; Reader is the label-scoped cache (Run starts it).
+	Client client.Client
+	Reader client.Reader
+	// Recorder records an Event on a ToolApproval for each outcome; nil records none.
+	Recorder events.EventRecorder
+	// Namespace, Confirmer and ConfirmerUID are the owning SessionConfirmer's; Policy is its policy.
+	Namespace, Confirmer, Policy string
+	ConfirmerUID                 types.UID
+	// ShowInput puts a preview of the input in spec.input.preview (spec.humanApproval.showInput).
+	ShowInput bool
+	// Deadline is how long a call waits for a human: the approval's expiresAt, measured from the
+	// call (Managed Agents: its processed_at; the HTTP surfaces: the request).
+	Deadline time.Duration
+	Metrics  *Metrics
+	Log      logr.Logger
+	// Now is replaced by tests.
+	Now func() time.Time
+}
+
+// Outcome reasons of the Events recorded on a ToolApproval, and the reason of the Expired
+// condition.
+const (
+	EventAllowed           = "Allowed"
+	EventDenied            = "Denied"
+	EventExpired           = "Expired"
+	EventAnsweredInRuntime = "AnsweredInRuntime"
+	EventNotTrusted        = "ApprovalNotTrusted"
+	ReasonNoAnswer         = "NoAnswer"
+)
+
+// keySurface is the audit lines' key of the surface.
+const keySurface = "surface"
+
+// maxPreview bounds spec.input.preview, in bytes (the schema bounds it at 1024 characters).
+const maxPreview = 1024
+
+// ApprovalRequest is a call the gate sent to a human.
+type ApprovalRequest struct {
+	Surface         gatev1.ApprovalSurface
+	Session, Agent  string
+	ToolUseID, Tool string
+	Decision        gate.Decision
+	RawInput        []byte
+	ExpiresAt       time.Time
+}
+
+// ApprovalName is the name of the ToolApproval of one call of a confirmer: the tool (lower
+// case, DNS-safe, at most 20 characters) and 10 hex digits of a hash of the confirmer, the
+// surface, the session and the tool-use id. Every replica and every restart names a call
+// the same, so the object is created once.
+func ApprovalName(confirmer string, surface gatev1.ApprovalSurface, session, toolUseID, tool string) string {
+	sum := sha256.Sum256([]byte(strings.Join([]string{confirmer, string(surface), session, toolUseID}, "\x00")))
+	return toolSlug(tool) + "-" + hex.EncodeToString(sum[:])[:10]
+}
+
+// toolSlug is a tool name as the start of an object name: [a-z0-9-], no leading, trailing or
+// doubled '-', at most 20 characters; "call" when nothing is left.
+func toolSlug(tool string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(tool) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			dash = false
+			b.WriteRune(r)
+		default:
+			dash = true
+		}
+		if b.Len() >= 20 {
+			break
+		}
+	}
+	s := strings.TrimRight(b.String()[:min(b.Len(), 20)], "-")
+	if s == "" {
+		return "call"
+	}
+	return s
+}
+
+// Name is the approval name of a call of this confirmer.
+func (a *Approvals) Name(surface gatev1.ApprovalSurface, session, toolUseID, tool string) string {
+	return ApprovalName(a.Confirmer, surface, session, toolUseID, tool)
+}
+
+// inputPreview is the first bytes of the input, at most maxPreview, cut on a UTF-8 boundary.
+func inputPreview(raw []byte) (preview string, truncated bool) {
+	s := strings.ToValidUTF8(string(raw), "\uFFFD")
+	if len(s) <= maxPreview {
+		return s, len(s) < len(raw)
+	}
+	cut := maxPreview
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut], true
+}
+
+// object is the ToolApproval of a request.
+func (a *Approvals) object(r ApprovalRequest) *gatev1.ToolApproval {
+	sum := sha256.Sum256(r.RawInput)
+	in := gatev1.ToolApprovalInput{Size: int64(len(r.RawInput)), SHA256: hex.EncodeToString(sum[:])}
+	if a.ShowInput {
+		in.Preview, in.Truncated = inputPreview(r.RawInput)
+	}
+	reason := r.Decision.Reason
+	if len(reason) > 4096 {
+		reason = strings.ToValidUTF8(reason[:4096], "")
+	}
+	return &gatev1.ToolApproval{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: a.Name(r.Surface, r.Session, r.ToolUseID, r.Tool), Namespace: a.Namespace,
+			Labels: map[string]string{gatev1.LabelManagedBy: gatev1.ManagedByValue, gatev1.LabelConfirmer: a.Confirmer, gatev1.LabelPolicy: a.Policy},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: gatev1.GroupVersion.String(), Kind: "SessionConfirmer", Name: a.Confirmer, UID: a.ConfirmerUID,
+			}},
+		},
+		Spec: gatev1.ToolApprovalSpec{
+			Surface: r.Surface, Policy: a.Policy, SessionID: r.Session, AgentID: r.Agent, ToolUseID: r.ToolUseID, Tool: r.Tool,
+			Rule: r.Decision.Rule, Reason: reason, SnapshotDigest: r.Decision.SnapshotDigest, Input: in,
+			ExpiresAt: metav1.NewTime(r.ExpiresAt.UTC().Truncate(time.Second)),
+		},
+	}
+}
+
+// Ensure creates the ToolApproval of a call, or returns the one a replica, an earlier pass or
+// an earlier run created. An object of that name that does not describe this call is an
+// error: the call is then held until its deadline, never answered from it.
+func (a *Approvals) Ensure(ctx context.Context, r ApprovalRequest) (*gatev1.ToolApproval, error) {
+	want := a.object(r)
+	err := a.Client.Create(ctx, want)
+	if err == nil {
+		a.count("created")
+		a.Log.Info("approval", "approval", want.Name, "state", gatev1.ApprovalPending, "surface", r.Surface, "session", r.Session,
+			"toolUseId", r.ToolUseID, "tool", r.Tool, "rule", r.Decision.Rule, "incidentId", r.Decision.IncidentID, "expiresAt", want.Spec.ExpiresAt.Time)
+		return want, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		a.count("error")
+		return nil, fmt.Errorf("creating ToolApproval %s: %w", want.Name, err)
+	}
+	got, err := a.Get(ctx, want.Name)
+	if apierrors.IsNotFound(err) { // the cache has not seen it yet
+		got = &gatev1.ToolApproval{}
+		err = a.Client.Get(ctx, client.ObjectKeyFromObject(want), got)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading ToolApproval %s: %w", want.Name, err)
+	}
+	if !a.trusted(got, r.Surface, r.Session, r.ToolUseID) {
+		return nil, fmt.Errorf("ToolApproval %s exists and does not describe call %s of session %q for policy %s", want.Name, r.ToolUseID, r.Session, a.Policy)
+	}
+	return got, nil
+}
+
+// Get reads a ToolApproval of this confirmer from the cache.
+func (a *Approvals) Get(ctx context.Context, name string) (*gatev1.ToolApproval, error) {
+	ta := &gatev1.ToolApproval{}
+	if err := a.Reader.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: name}, ta); err != nil {
+		return nil, err
+	}
+	if ta.Labels[gatev1.LabelConfirmer] != a.Confirmer {
+		return nil, apierrors.NewNotFound(gatev1.GroupVersion.WithResource("toolapprovals").GroupResource(), name)
+	}
+	return ta, nil
+}
+
+// trusted reports whether an approval describes the call it is looked up for and belongs to
+// this confirmer and its policy (an approver's RBAC is checked against spec.policy).
+func (a *Approvals) trusted(ta *gatev1.ToolApproval, surface gatev1.ApprovalSurface, session, toolUseID string) bool {
+	owned := false
+	for _, o := range ta.OwnerReferences {
+		owned = owned || (o.UID == a.ConfirmerUID && o.Kind == "SessionConfirmer" && o.Name == a.Confirmer)
+	}
+	return owned && ta.Labels[gatev1.LabelConfirmer] == a.Confirmer && ta.Spec.Policy == a.Policy &&
+		ta.Spec.Surface == surface && ta.Spec.SessionID == session && ta.Spec.ToolUseID == toolUseID
+}
+
+// answer is what an approval says to do with its call.
+type answer int
+
+const (
+	noAnswer answer = iota // Pending, absent, or not to be trusted: hold until the deadline
+	approved
+	denied
+	expired
+	answeredInRuntime
+)
+
+// answerOf reads an approval. Approved counts only with the approver recorded (the admission
+// webhook writes it from the request) and, when the time is recorded, before expiresAt.
+func answerOf(ta *gatev1.ToolApproval) answer {
+	if ta == nil {
+		return noAnswer
+	}
+	d := ta.Status.Decision
+	switch ta.Status.State {
+	case gatev1.ApprovalApproved:
+		if d == nil || d.User == "" || (d.Time != nil && !d.Time.Before(&ta.Spec.ExpiresAt)) {
+			return noAnswer
+		}
+		return approved
+	case gatev1.ApprovalDenied:
+		return denied
+	case gatev1.ApprovalExpired:
+		return expired
+	case gatev1.ApprovalAnsweredInRuntime:
+		return answeredInRuntime
+	}
+	return noAnswer
+}
+
+// deniedMessage is the refusal the agent reads for a human's denial: the approver's message
+// when there is one, else the rule's reason.
+func deniedMessage(ta *gatev1.ToolApproval) string {
+	if d := ta.Status.Decision; d != nil && d.Message != "" {
+		return gate.RefusalPrefix + "a human denied this call: " + d.Message
+	}
+	return gate.RefusalPrefix + "a human denied this call (" + ta.Spec.Reason + ")"
+}
+
+// errSettled is returned by settle when the approval was answered meanwhile; the fresh
+// object comes with it.
+var errSettled = errors.New("the ToolApproval was answered meanwhile")
+
+// settle writes a final state the confirmer owns (Expired, AnsweredInRuntime) on a Pending
+// approval, with its condition, through the status subresource. On a conflict it returns the
+// object as it is now and errSettled when that is final, so the caller acts on that answer.
+func (a *Approvals) settle(ctx context.Context, ta *gatev1.ToolApproval, state gatev1.ToolApprovalState, reason, message string) (*gatev1.ToolApproval, error) {
+	for range 3 {
+		if ta.Status.State != "" && ta.Status.State != gatev1.ApprovalPending {
+			return ta, errSettled
+		}
+		next := ta.DeepCopy()
+		next.Status.State = state
+		meta.SetStatusCondition(&next.Status.Conditions, metav1.Condition{
+			Type: string(state), Status: metav1.ConditionTrue, Reason: reason, Message: message, ObservedGeneration: ta.Generation,
+			LastTransitionTime: metav1.NewTime(a.now()),
+		})
+		err := a.Client.Status().Update(ctx, next)
+		if err == nil {
+			a.count(strings.ToLower(string(state)))
+			return next, nil
+		}
+		if !apierrors.IsConflict(err) {
+			a.count("error")
+			return ta, fmt.Errorf("writing %s on ToolApproval %s: %w", state, ta.Name, err)
+		}
+		fresh := &gatev1.ToolApproval{}
+		if err := a.Client.Get(ctx, client.ObjectKeyFromObject(ta), fresh); err != nil {
+			return ta, fmt.Errorf("re-reading ToolApproval %s after a conflict: %w", ta.Name, err)
+		}
+		ta = fresh
+	}
+	return ta, fmt.Errorf("writing %s on ToolApproval %s: conflicts kept coming", state, ta.Name)
+}
+
+// event records an outcome on the approval.
+func (a *Approvals) event(ta *gatev1.ToolApproval, typ, reason, note string, args ...any) {
+	if a.Recorder != nil {
+		a.Recorder.Eventf(ta, nil, typ, reason, reason, note, args...)
+	}
+}
+
+// outcome writes the audit line, Event and metrics of an answer that reached the runtime (or
+// was recorded without reaching it).
+func (a *Approvals) outcome(ta *gatev1.ToolApproval, reason, note string) {
+	typ := corev1.EventTypeNormal
+	if reason != EventAllowed {
+		typ = corev1.EventTypeWarning
+	}
+	kv := []any{"approval", ta.Name, "state", ta.Status.State, "outcome", reason, keySurface, ta.Spec.Surface, "session", ta.Spec.SessionID,
+		"toolUseId", ta.Spec.ToolUseID, "tool", ta.Spec.Tool, "rule", ta.Spec.Rule}
+	if d := ta.Status.Decision; d != nil {
+		kv = append(kv, "user", d.User, "groups", strings.Join(d.Groups, ","))
+		if d.Time != nil && a.Metrics != nil && (reason == EventAllowed || reason == EventDenied) {
+			a.Metrics.ApprovalLatency.Observe(a.now().Sub(d.Time.Time).Seconds())
+		}
+	}
+	a.Log.Info("approval", kv...)
+	a.event(ta, typ, reason, "%s", note)
+}
+
+func (a *Approvals) count(result string) {
+	if a.Metrics != nil {
+		a.Metrics.Approvals.WithLabelValues(result).Inc()
+	}
+}
+
+func (a *Approvals) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// Expire writes Expired (condition Expired True, reason NoAnswer) on a Pending approval; the
+// caller denies the call whatever this returns, unless it returns the object answered
+// meanwhile with errSettled.
+func (a *Approvals) Expire(ctx context.Context, ta *gatev1.ToolApproval) (*gatev1.ToolApproval, error) {
+	return a.settle(ctx, ta, gatev1.ApprovalExpired, ReasonNoAnswer,
+		fmt.Sprintf("no human approved this call within %s; it was denied", a.Deadline))
+}
+
+// EffectiveState is the state a caller of the HTTP surfaces acts on at now: the approval's,
+// except an Approved that does not count (answerOf: no approver recorded, or recorded after
+// the deadline), which reads as Pending until the deadline and Expired after it.
+func EffectiveState(ta *gatev1.ToolApproval, now time.Time) gatev1.ToolApprovalState {
+	if ta.Status.State == "" || ta.Status.State == gatev1.ApprovalPending || (ta.Status.State == gatev1.ApprovalApproved && answerOf(ta) != approved) {
+		if !now.Before(ta.Spec.ExpiresAt.Time) {
+			return gatev1.ApprovalExpired
+		}
+		return gatev1.ApprovalPending
+	}
+	return ta.Status.State
+}

@@ -1,0 +1,97 @@
+package gateapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/confirm"
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+// The human lane of the HTTP surfaces (docs/approvals.md, "Harness and workflow code"). A
+// caller opts in per request with the header HeaderHumanApproval: create; each Ask verdict of
+// that request then gets a ToolApproval, named in the response (approvalName, and for the
+// workflow route also the header HeaderApprovalName), which the caller polls with
+// GET /v1/approvals/{name} until its state is final. Without the header the routes answer
+// exactly as before, byte for byte.
+const (
+	HeaderHumanApproval = "Gate-Human-Approval"
+	HeaderApprovalName  = "Gate-Approval-Name"
+	humanApprovalCreate = "create"
+)
+
+// errNoApprovals is the refusal of an opt-in this confirmer cannot honour.
+var errNoApprovals = errors.New("this confirmer creates no ToolApprovals: its SessionConfirmer did not configure the human lane (--confirmer-name)")
+
+// wantsApprovals reads the opt-in: absent is false, "create" is true, anything else is an error.
+func (a *API) wantsApprovals(r *http.Request) (bool, error) {
+	v := r.Header.Get(HeaderHumanApproval)
+	switch {
+	case v == "":
+		return false, nil
+	case !strings.EqualFold(v, humanApprovalCreate):
+		return false, errors.New(HeaderHumanApproval + ": the only value is " + humanApprovalCreate)
+	case a.Approvals == nil:
+		return false, errNoApprovals
+	}
+	return true, nil
+}
+
+// createApproval creates (or finds) the ToolApproval of one Ask verdict of an HTTP surface:
+// session is the caller's run or thread id, toolUseID its approval or tool-call id.
+func (a *API) createApproval(ctx context.Context, surface gatev1.ApprovalSurface, session, toolUseID, tool string, d gate.Decision, rawInput []byte) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ta, err := a.Approvals.Ensure(ctx, confirm.ApprovalRequest{
+		Surface: surface, Session: session, ToolUseID: toolUseID, Tool: tool, Decision: d, RawInput: rawInput,
+		ExpiresAt: time.Now().Add(a.Approvals.Deadline),
+	})
+	if err != nil {
+		a.Log.Error(err, "creating a ToolApproval", "surface", surface, "session", session, "toolUseId", toolUseID)
+		return "", err
+	}
+	return ta.Name, nil
+}
+
+// approvalResponse is GET /v1/approvals/{name}.
+type approvalResponse struct {
+	Name string `json:"name"`
+	// State is Pending, Approved, Denied, Expired or AnsweredInRuntime; only Approved lets the
+	// call run.
+	State     gatev1.ToolApprovalState `json:"state"`
+	Message   string                   `json:"message,omitempty"`
+	User      string                   `json:"user,omitempty"`
+	ExpiresAt time.Time                `json:"expiresAt"`
+}
+
+// getApproval answers GET /v1/approvals/{name} for the approvals of this confirmer (its
+// cache holds no others): 404 for any other name. An Approved without the approver recorded,
+// or recorded after the deadline, is reported Pending: the caller must not run the call on it.
+func (a *API) getApproval(w http.ResponseWriter, r *http.Request, _ string) {
+	if a.Approvals == nil {
+		writeError(w, http.StatusNotFound, errNoApprovals.Error())
+		return
+	}
+	name := r.PathValue("name")
+	ta, err := a.Approvals.Get(r.Context(), name)
+	switch {
+	case apierrors.IsNotFound(err):
+		writeError(w, http.StatusNotFound, "no ToolApproval "+name+" of this confirmer")
+		return
+	case err != nil:
+		a.requestLog(r).Error(err, "reading a ToolApproval", "approval", name)
+		writeError(w, http.StatusServiceUnavailable, "the ToolApproval could not be read; retry")
+		return
+	}
+	resp := approvalResponse{Name: ta.Name, State: confirm.EffectiveState(ta, time.Now()), ExpiresAt: ta.Spec.ExpiresAt.UTC()}
+	if d := ta.Status.Decision; d != nil && resp.State == ta.Status.State {
+		resp.Message, resp.User = d.Message, d.User
+	}
+	writeJSONStatus(w, http.StatusOK, resp)
+}
