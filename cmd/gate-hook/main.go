@@ -4,9 +4,16 @@
 // with the refusal message, prints it on stderr and exits 2. Every failure of its own is a
 // Block. Under Audit, an Ask or Block that is recorded and not enforced exits 0 with only a
 // systemMessage saying so. It never prints the tool input.
+//
+// It is built twice. gate-hook, built with the nocel tag, links no CEL, so it starts about as
+// fast as a no-op binary: it decides every call the rules' prefilters decide alone (no candidate
+// rule with a when that its prefilter does not rule out) and replaces itself with gate-hook-cel,
+// installed beside it, for the others. gate-hook-cel, built without the tag, decides every call
+// with CEL; run alone under the name gate-hook, it is a complete hook too.
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +25,10 @@ import (
 )
 
 const defaultSnapshot = "/opt/intutic/hooks/" + gate.SnapshotFileName
+
+// celHook is the name of the build with CEL, beside gate-hook: gate-hook hands it the calls
+// that need CEL, and --install installs it too.
+const celHook = "gate-hook-cel"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -50,7 +61,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 		return 0
 	}
 
-	call, _, err := gate.ReadHookInput(stdin)
+	// Read once, and kept: a call that needs CEL is handed on with the same bytes.
+	data, err := io.ReadAll(io.LimitReader(stdin, gate.MaxHookInput+1))
+	if err != nil {
+		return answer(stdout, stderr, gate.Refuse(gate.CodeInputInvalid, "reading the hook input: "+err.Error()), false)
+	}
+	call, _, err := gate.ReadHookInput(bytes.NewReader(data))
 	if err != nil {
 		return answer(stdout, stderr, gate.Refuse(gate.CodeInputInvalid, err.Error()), false)
 	}
@@ -64,26 +80,61 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	// the snapshot comes from, and never from the environment, which the agent's settings set.
 	call.Caller = gate.PodCaller(filepath.Dir(*snapshot))
 	policy, _ := gate.CompileFor(snap, call.Tool, call.Server)
-	return answer(stdout, stderr, policy.Decide(call), *explicitAllow)
+	if gate.BuiltWithCEL {
+		return answer(stdout, stderr, policy.Decide(call), *explicitAllow)
+	}
+	if d, decided := policy.DecideWithoutCEL(call); decided {
+		return answer(stdout, stderr, d, *explicitAllow)
+	}
+	// A rule needs CEL: gate-hook-cel decides the call from the start, reading the snapshot
+	// itself. execWithStdin returns only if it could not be started.
+	err = handOff(args, data)
+	return answer(stdout, stderr, gate.Refuse(gate.CodeGateCrashed, "gate-hook could not start "+celHook+": "+err.Error()), false)
 }
 
-// installSelf copies the running binary to dir/gate-hook, atomically.
+// handOff replaces this process with gate-hook-cel beside it, with the same arguments and the
+// hook JSON on stdin.
+func handOff(args []string, data []byte) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if filepath.Base(self) == celHook {
+		// A build without CEL installed under the other's name would hand calls to itself.
+		return errors.New("it is itself " + celHook + ", built without CEL")
+	}
+	return execWithStdin(filepath.Join(filepath.Dir(self), celHook), args, data)
+}
+
+// installSelf copies the running binary to dir/gate-hook, atomically, and when it is built
+// without CEL gate-hook-cel beside it to dir/gate-hook-cel first: a gate-hook without it would
+// refuse every call that needs CEL, so its absence fails the install.
 func installSelf(dir string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	src, err := os.Open(self)
+	if !gate.BuiltWithCEL {
+		if err := installCopy(filepath.Join(filepath.Dir(self), celHook), dir, celHook); err != nil {
+			return err
+		}
+	}
+	return installCopy(self, dir, "gate-hook")
+}
+
+// installCopy copies the file src to dir/name, executable, atomically.
+func installCopy(src, dir, name string) error {
+	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
-	defer src.Close()
-	tmp, err := os.CreateTemp(dir, ".gate-hook-")
+	defer in.Close()
+	tmp, err := os.CreateTemp(dir, "."+name+"-")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, src); err != nil {
+	if _, err := io.Copy(tmp, in); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -94,7 +145,7 @@ func installSelf(dir string) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, "gate-hook"))
+	return os.Rename(tmp.Name(), filepath.Join(dir, name))
 }
 
 func answer(stdout, stderr io.Writer, d gate.Decision, explicitAllow bool) int {

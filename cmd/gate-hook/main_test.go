@@ -15,19 +15,23 @@ import (
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
-var hookBin string
+// hookBin is gate-hook as the images ship it: built without CEL, with gate-hook-cel beside it
+// (celBin), so every test below goes through both and through the hand-off between them.
+var hookBin, celBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "gate-hook-test-")
 	if err != nil {
 		panic(err)
 	}
-	hookBin = filepath.Join(dir, "gate-hook")
-	build := exec.Command("go", "build", "-o", hookBin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		os.Stderr.Write(out)
-		panic(err)
+	hookBin, celBin = filepath.Join(dir, "gate-hook"), filepath.Join(dir, celHook)
+	for _, b := range []struct{ out, tags string }{{hookBin, "nocel"}, {celBin, ""}} {
+		build := exec.Command("go", "build", "-tags", b.tags, "-o", b.out, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			os.Stderr.Write(out)
+			panic(err)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -1,7 +1,13 @@
 // Command bench-hook measures gate-hook's wall time per call, side by side with a no-op static
-// Go binary in the same run, runs interleaved so both see the same machine. It writes a
-// realistic snapshot of -rules rules, runs each binary -n times on a PreToolUse payload, and
-// prints the median and p99 of each. Used by hack/bench-hook.sh.
+// Go binary in the same run, runs interleaved so all see the same machine. It writes a realistic
+// snapshot of -rules rules (and one rule without a when that blocks TaskStop), or the snapshot
+// of the -policy file, runs each binary -n times on PreToolUse payloads, and prints the median
+// and p99 of each. Used by hack/bench-hook.sh.
+//
+// The paths measured: gate-hook (built without CEL) on calls its prefilters decide alone, and
+// on calls that need CEL, which it hands to gate-hook-cel; gate-hook-cel run alone on the same
+// calls, as the one binary gate-hook was before; and, with -baseline, another gate-hook (an
+// earlier revision's).
 package main
 
 import (
@@ -14,54 +20,114 @@ import (
 	"slices"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
 
 func main() {
-	hook := flag.String("hook", "bin/gate-hook", "gate-hook binary")
+	hook := flag.String("hook", "bin/gate-hook", "gate-hook binary (built without CEL, gate-hook-cel beside it)")
+	celHook := flag.String("cel", "bin/gate-hook-cel", "gate-hook-cel binary, run alone")
+	baseline := flag.String("baseline", "", "another gate-hook to measure side by side, e.g. an earlier revision's")
 	noop := flag.String("noop", "bin/noop", "no-op binary")
 	rules := flag.Int("rules", 100, "rules in the snapshot")
+	policy := flag.String("policy", "", "a HarnessAgentPolicy YAML (config/samples/...) whose rules to use instead of -rules realistic ones")
 	n := flag.Int("n", 200, "runs of each binary")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "bench-hook-")
 	check(err)
 	defer os.RemoveAll(dir)
-	snap, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "bench/hook", Generation: 1}, gatetest.RealisticRules(*rules))
+	meta := gate.PolicyMeta{Policy: "bench/hook", Generation: 1}
+	rs := append(gatetest.RealisticRules(*rules), gate.Rule{Name: "no-task-stop", Tools: []string{"TaskStop"}, Action: gate.Block, Reason: "tasks are not stopped by agents"})
+	if *policy != "" {
+		b, err := os.ReadFile(*policy)
+		check(err)
+		var hap gatev1.HarnessAgentPolicy
+		check(yaml.Unmarshal(b, &hap))
+		meta, rs = bootstrap.SnapshotSource(&hap)
+	}
+	snap, err := gate.BuildSnapshot(meta, rs)
 	check(err)
 	data, err := snap.Encode()
 	check(err)
 	path := filepath.Join(dir, gate.SnapshotFileName)
 	check(os.WriteFile(path, data, 0o644))
 
-	payload := func(command string) []byte {
-		return []byte(`{"session_id":"9b2c1f0e-4d1a-4a57-8f0e-1c2d3e4f5a6b","transcript_path":"/home/agent/.claude/projects/w/9b2c.jsonl","cwd":"/workspace","permission_mode":"default","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"` + command + `","description":"Run it"},"tool_use_id":"toolu_01ABCDEF"}` + "\n")
+	payload := func(tool, input string) []byte {
+		return []byte(`{"session_id":"9b2c1f0e-4d1a-4a57-8f0e-1c2d3e4f5a6b","transcript_path":"/home/agent/.claude/projects/w/9b2c.jsonl","cwd":"/workspace","permission_mode":"default","hook_event_name":"PreToolUse","tool_name":"` + tool + `","tool_input":` + input + `,"tool_use_id":"toolu_01ABCDEF"}` + "\n")
 	}
-	// An allowed call: every shell rule is ruled out by its prefilter. A blocked call: one rule's
-	// CEL is compiled and evaluated.
-	allowed, blocked := payload("go test ./... -count=1"), payload("rm -rf /data3")
+	bash := func(command string) []byte {
+		return payload("Bash", `{"command":"`+command+`","description":"Run it"}`)
+	}
+	type call struct {
+		name    string
+		payload []byte
+		exit    int
+	}
+	// The realistic rules: an allowed call, every shell rule ruled out by its prefilter; a call
+	// blocked by a rule without a when; a call that needs CEL: one rule's prefilter cannot rule
+	// it out, so its CEL is compiled and evaluated (and blocks). A policy from a file (the
+	// sample's rules read the call's view): a task-list call no rule is about, an allowed and a
+	// blocked shell command, which need CEL.
+	calls := []call{
+		{"allowed (no CEL)", bash("go test ./... -count=1"), 0},
+		{"blocked (no CEL)", payload("TaskStop", `{"task_id":"t1"}`), 2},
+		{"blocked (CEL)", bash("rm -rf /data3"), 2},
+	}
+	if *policy != "" {
+		calls = []call{
+			{"TodoWrite (no CEL)", payload("TodoWrite", `{"todos":[{"content":"a","status":"pending","activeForm":"doing a"}]}`), 0},
+			{"allowed Bash (CEL)", bash("go test ./... -count=1"), 0},
+			{"blocked Bash (CEL)", bash("rm -rf /"), 2},
+		}
+	}
 
-	// One warm-up run each, so the page cache holds both binaries.
-	run(*hook, path, allowed, 0)
-	run(*noop, path, allowed, 0)
-	var hookTimes, blockTimes, noopTimes []time.Duration
-	for range *n {
-		hookTimes = append(hookTimes, run(*hook, path, allowed, 0))
-		blockTimes = append(blockTimes, run(*hook, path, blocked, 2))
-		noopTimes = append(noopTimes, run(*noop, path, allowed, 0))
+	type contender struct {
+		name    string
+		bin     string
+		payload []byte
+		exit    int
+		times   []time.Duration
 	}
-	hm, hp := stats(hookTimes)
-	bm, bp := stats(blockTimes)
-	nm, np := stats(noopTimes)
-	info, err := os.Stat(*hook)
-	check(err)
-	fmt.Printf("snapshot: %d rules, %d bytes; %d runs each, interleaved\n", *rules, len(data), *n)
-	fmt.Printf("%-22s median %7.3f ms   p99 %7.3f ms\n", "gate-hook, allowed call", ms(hm), ms(hp))
-	fmt.Printf("%-22s median %7.3f ms   p99 %7.3f ms\n", "gate-hook, blocked call", ms(bm), ms(bp))
-	fmt.Printf("%-22s median %7.3f ms   p99 %7.3f ms\n", "no-op", ms(nm), ms(np))
-	fmt.Printf("ratio to no-op, median: allowed %.2fx, blocked %.2fx\n", float64(hm)/float64(nm), float64(bm)/float64(nm))
-	fmt.Printf("gate-hook binary: %.1f MB (%d bytes)\n", float64(info.Size())/1e6, info.Size())
+	var cs []*contender
+	for _, c := range calls {
+		cs = append(cs, &contender{name: "gate-hook, " + c.name, bin: *hook, payload: c.payload, exit: c.exit})
+	}
+	for _, c := range calls {
+		cs = append(cs, &contender{name: "gate-hook-cel alone, " + c.name, bin: *celHook, payload: c.payload, exit: c.exit})
+	}
+	if *baseline != "" {
+		for _, c := range calls {
+			cs = append(cs, &contender{name: "baseline, " + c.name, bin: *baseline, payload: c.payload, exit: c.exit})
+		}
+	}
+	noopC := &contender{name: "no-op", bin: *noop, payload: calls[0].payload}
+	cs = append(cs, noopC)
+
+	// One warm-up run each, so the page cache holds every binary.
+	for _, c := range cs {
+		run(c.bin, path, c.payload, c.exit)
+	}
+	for range *n {
+		for _, c := range cs {
+			c.times = append(c.times, run(c.bin, path, c.payload, c.exit))
+		}
+	}
+	nm, _ := stats(noopC.times)
+	fmt.Printf("snapshot: %d rules, %d bytes; %d runs each, interleaved\n", len(rs), len(data), *n)
+	for _, c := range cs {
+		m, p := stats(c.times)
+		fmt.Printf("%-40s median %7.3f ms   p99 %7.3f ms   %5.2fx no-op\n", c.name, ms(m), ms(p), float64(m)/float64(nm))
+	}
+	for _, b := range []string{*hook, *celHook} {
+		info, err := os.Stat(b)
+		check(err)
+		fmt.Printf("%s: %.1f MB (%d bytes)\n", b, float64(info.Size())/1e6, info.Size())
+	}
 }
 
 // run executes bin once with the payload on stdin and returns its wall time. It must exit with

@@ -107,7 +107,7 @@ func TestImages(t *testing.T) {
 		binaries []string
 	}{
 		{imageSpecs(src)[0], []string{"manager"}},
-		{imageSpecs(src)[1], []string{"confirmer", "gate-hook", "egress-wait"}},
+		{imageSpecs(src)[1], []string{"confirmer", "gate-hook", "gate-hook-cel", "egress-wait"}},
 	} {
 		t.Run(tc.spec.name, func(t *testing.T) {
 			path := filepath.Join(outs[0], tc.spec.name+".tar")
@@ -223,6 +223,10 @@ func checkLayer(t *testing.T, img v1.Image, epoch time.Time, ca, bin string, bin
 				t.Errorf("%s is dynamically linked", b)
 			}
 		}
+	}
+	// gate-hook is built without CEL (its function names would name the module), gate-hook-cel with.
+	if data, ok := files["gate-hook"]; ok && (bytes.Contains(data, []byte("cel-go")) || !bytes.Contains(files["gate-hook-cel"], []byte("cel.dev/cel-go"))) {
+		t.Error("the image's gate-hook links cel-go, or its gate-hook-cel does not")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,8 +15,13 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// binaries are the commands under cmd/ the images carry, built into binaries named the same.
-var binaries = []string{"manager", "confirmer", "gate-hook", "egress-wait"}
+// binaries are the commands under cmd/ the images carry, built into binaries named the same;
+// and celBinaries, cmd/<name> built a second time as <name>-cel, where <name> itself is built
+// with the nocel tag: gate-hook links no CEL and hands the calls that need it to gate-hook-cel.
+var (
+	binaries    = []string{"manager", "confirmer", "gate-hook", "egress-wait"}
+	celBinaries = []string{"gate-hook"}
+)
 
 // source is what the images take from the module: their names and tag from the chart (the one
 // place they are declared; config/manager and the manager's --confirmer-image default must name
@@ -125,19 +131,31 @@ func git(root string, args ...string) (string, error) {
 
 // buildBinaries builds the commands static and reproducibly into dir: no cgo, no paths of this
 // machine, no build ID, no VCS stamp (the revision is a label of the image), no symbol table.
-// GOFLAGS is cleared so the environment cannot add to the flags.
+// GOFLAGS is cleared so the environment cannot add to the flags. The commands of celBinaries
+// are built with the nocel tag, and again without it as <name>-cel.
 func buildBinaries(root, arch, dir string) error {
-	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", dir + string(filepath.Separator)}
+	flags := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid="}
+	var plain []string
 	for _, b := range binaries {
-		args = append(args, "./cmd/"+b)
+		if !slices.Contains(celBinaries, b) {
+			plain = append(plain, "./cmd/"+b)
+		}
 	}
-	cmd := exec.Command("go", args...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOFLAGS=")
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+	builds := [][]string{append(append(slices.Clone(flags), "-o", dir+string(filepath.Separator)), plain...)}
+	for _, b := range celBinaries {
+		builds = append(builds,
+			append(slices.Clone(flags), "-tags", "nocel", "-o", filepath.Join(dir, b), "./cmd/"+b),
+			append(slices.Clone(flags), "-o", filepath.Join(dir, b+"-cel"), "./cmd/"+b))
+	}
+	for _, args := range builds {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOFLAGS=")
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stderr, &stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+		}
 	}
 	return nil
 }

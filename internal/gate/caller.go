@@ -5,10 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"cel.dev/cel-go/common/ast"
-	"cel.dev/cel-go/common/types"
-	"cel.dev/cel-go/common/types/ref"
 )
 
 // Caller is who makes a call, as far as the surface it arrives on can tell; the rules see it as
@@ -31,12 +27,6 @@ type Caller struct {
 	Session string `json:"session" cel:"session"`
 }
 
-// varCaller is the variable that holds a call's Caller.
-const varCaller = "caller"
-
-// callerTypeName is the CEL name of Caller, as ext.NativeTypes names it.
-const callerTypeName = "gate.Caller"
-
 // splitPolicy splits a snapshot's policy, <namespace>/<name>, into its parts; a policy with no
 // namespace is all name.
 func splitPolicy(policy string) (namespace, name string) {
@@ -44,33 +34,6 @@ func splitPolicy(policy string) (namespace, name string) {
 		return ns, n
 	}
 	return "", policy
-}
-
-// callerValue is the CEL value of the caller of a call decided by p: what the surface said
-// (in), with the policy's namespace and name and the call's session.
-func (p *Policy) callerValue(in *Caller, session string) ref.Val {
-	c := Caller{Session: session}
-	if p != nil {
-		c.Namespace, c.Policy = p.namespace, p.name
-	}
-	if in != nil {
-		c.ServiceAccount, c.Pod, c.Agent = in.ServiceAccount, in.Pod, in.Agent
-	}
-	env, err := environment()
-	if err != nil {
-		return types.NewErr("the CEL environment cannot be built")
-	}
-	return env.CELTypeAdapter().NativeToValue(&c)
-}
-
-// usesIdent reports whether a checked expression names the identifier (a comprehension
-// variable of that name counts too, which only errs on the side of looking the caller up).
-func usesIdent(e ast.Expr, name string) bool {
-	found := false
-	ast.PreOrderVisit(e, ast.NewExprVisitor(func(e ast.Expr) {
-		found = found || e.Kind() == ast.IdentKind && e.AsIdent() == name
-	}))
-	return found
 }
 
 // ReadsCaller reports whether a rule of the policy in force reads `caller`, so a surface for

@@ -1,3 +1,5 @@
+//go:build !nocel
+
 package gate
 
 import (
@@ -101,20 +103,6 @@ func viewOf(tool string, input map[string]any, cwd string) CallView {
 		v.Hosts = append(v.Hosts, hostOf(u))
 	}
 	return v
-}
-
-// stringField reads a non-empty string field of the input; "a.b" is field b of object field a.
-func stringField(input map[string]any, field string) (string, bool) {
-	var cur any = input
-	for _, part := range strings.Split(field, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return "", false
-		}
-		cur = m[part]
-	}
-	s, ok := cur.(string)
-	return s, ok && s != ""
 }
 
 // searchRoot is the directory a search (Glob, Grep) reads: its directory field, or the working

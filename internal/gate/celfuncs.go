@@ -1,3 +1,5 @@
+//go:build !nocel
+
 package gate
 
 import (
@@ -33,9 +35,6 @@ import (
 // its new module path), whose types are distinct Go types, so their EnvOptions do not apply to
 // this environment. Each function declares its cost (a scan of its string arguments), so the
 // runtime cost limit bounds it like any standard function.
-
-// varCall is the variable that holds a call's view (CallView).
-const varCall = "call"
 
 // callTypeName is the CEL name of CallView, as ext.NativeTypes names it.
 const callTypeName = "gate.CallView"

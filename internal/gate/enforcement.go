@@ -99,6 +99,9 @@ func (p *Policy) judge(candidates []int, scr *screenScratch, dc *decisionCall) D
 		audited := s.RuleMode(&r.Rule) == Audit
 		matched, err := dc.eval(r)
 		if err != nil {
+			if err == errNeedsCEL {
+				return Decision{} // undecided: the call goes to a gate that evaluates CEL
+			}
 			kind := errorKind(err)
 			if kind == ErrorKindCostLimit {
 				// Not a broken rule but input too large to judge: refused under either failure

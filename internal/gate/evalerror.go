@@ -3,8 +3,6 @@ package gate
 import (
 	"errors"
 	"strings"
-
-	"cel.dev/cel-go/interpreter"
 )
 
 // Kinds of rule error a refusal's reason names ("rule <name> could not be evaluated: <kind>").
@@ -38,8 +36,7 @@ func (e compileError) Unwrap() error { return e.err }
 // errorKind classifies an evaluation error by what cel-go exposes: the cancellation cause of an
 // EvalCancelledError, otherwise the fixed wording its messages start with.
 func errorKind(err error) string {
-	var cancelled interpreter.EvalCancelledError
-	if errors.As(err, &cancelled) && (cancelled.Cause == interpreter.CostLimitExceeded || cancelled.Cause == interpreter.MemoryLimitExceeded) {
+	if cancelledForCost(err) {
 		return ErrorKindCostLimit
 	}
 	var ce compileError

@@ -4,10 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-
-	"cel.dev/cel-go/common/types"
-	"cel.dev/cel-go/common/types/ref"
-	"cel.dev/cel-go/interpreter"
 )
 
 // Policy is a snapshot compiled for evaluation. It is immutable and safe for concurrent use.
@@ -72,6 +68,11 @@ func ruleMatchesTool(patterns []string, name string) bool {
 
 func compile(s *Snapshot, sel ruleSelection) (*Policy, FieldErrors) {
 	p := &Policy{snap: s, readsCaller: !sel.all}
+	if sel.all {
+		p.rules = make([]compiledRule, 0, len(s.Rules))
+	} else {
+		p.rules = make([]compiledRule, 0, len(sel.indices))
+	}
 	p.namespace, p.name = splitPolicy(s.Policy)
 	rules := s.Rules
 	add := func(i int) {
@@ -83,16 +84,7 @@ func compile(s *Snapshot, sel ruleSelection) (*Policy, FieldErrors) {
 		for i := range rules {
 			add(i)
 		}
-		// A long-lived gate plans every program now, not on a caller's first decision.
-		for _, r := range p.rules {
-			if r.program != nil {
-				if _, err := r.program.get(); err != nil {
-					p.errs = append(p.errs, FieldError{fmt.Sprintf("spec.rules[%d].when", r.index), err.Error()})
-				} else if checked, _ := r.program.check(); usesIdent(checked.NativeRep().Expr(), varCaller) {
-					p.readsCaller = true
-				}
-			}
-		}
+		p.planAll()
 	} else {
 		for _, i := range sel.indices {
 			add(i)
@@ -122,10 +114,31 @@ func (p *Policy) Decide(c *Call) (d Decision) {
 			d = refusal(CodeGateCrashed, fmt.Sprintf("the gate failed while evaluating the call (%T)", r), p.snap.Digest)
 		}
 	}()
-	return p.decide(c)
+	if d = p.decide(c, false); d.Verdict == "" {
+		// Only a build without CEL (the nocel tag) leaves a call undecided; it is refused.
+		d = refusal(CodeGateCrashed, "this gate was built without CEL and cannot evaluate the policy's rules", p.snap.Digest)
+	}
+	return d
 }
 
-func (p *Policy) decide(c *Call) Decision {
+// DecideWithoutCEL decides the call as Decide does, when it can without evaluating CEL: every
+// candidate rule it reaches has no when, or its prefilter rules it out (or an earlier rule
+// decides alone). Otherwise it returns false, and the call must be put to a policy that
+// evaluates CEL: gate-hook, built without CEL, hands it to gate-hook-cel. A decision it returns
+// is the one Decide returns, incident ID aside.
+func (p *Policy) DecideWithoutCEL(c *Call) (d Decision, decided bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			d, decided = refusal(CodeGateCrashed, fmt.Sprintf("the gate failed while evaluating the call (%T)", r), p.snap.Digest), true
+		}
+	}()
+	d = p.decide(c, true)
+	return d, d.Verdict != ""
+}
+
+// decide decides a call; withoutCEL leaves it undecided (a zero Decision) at the first rule
+// that needs CEL.
+func (p *Policy) decide(c *Call, withoutCEL bool) Decision {
 	s := p.snap
 	if s.Invalid != "" {
 		return refusal(CodePolicyInvalid, "policy "+s.Policy+" has never compiled: "+s.Invalid, s.Digest)
@@ -142,7 +155,7 @@ func (p *Policy) decide(c *Call) Decision {
 	if entry.screen != nil {
 		entry.screen.run(p.index.screen, c.Input, &scr)
 	}
-	dc := decisionCall{policy: p, tool: name, server: server, surface: c.Surface, session: c.Session, input: c.Input, cwd: c.Cwd, caller: c.Caller}
+	dc := decisionCall{policy: p, tool: name, server: server, surface: c.Surface, session: c.Session, input: c.Input, cwd: c.Cwd, caller: c.Caller, withoutCEL: withoutCEL}
 	defer dc.release()
 	return p.judge(entry.candidates, &scr, &dc)
 }
@@ -155,7 +168,12 @@ func (p *Policy) ruleDecision(r *compiledRule, v Verdict, code, reason, message 
 	return d
 }
 
-var errNotBool = errors.New("when did not evaluate to a bool")
+var (
+	errNotBool = errors.New("when did not evaluate to a bool")
+	// errNeedsCEL is a rule's answer when its when must be evaluated and the decision is made
+	// without CEL (DecideWithoutCEL, or a build with the nocel tag): the call is left undecided.
+	errNeedsCEL = errors.New("the rule needs CEL")
+)
 
 // decisionCall is one call being decided; its activation (for the rules' own prefilters and
 // CEL) is made on first use, so a decision whose candidates the screen rules out, or that has
@@ -167,13 +185,14 @@ type decisionCall struct {
 	tool, server, surface, session, cwd string
 	input                               map[string]any
 	caller                              Caller
+	withoutCEL                          bool
 	act                                 *activation
 }
 
 func (dc *decisionCall) activation() *activation {
 	if dc.act == nil {
 		dc.act = activations.Get().(*activation)
-		*dc.act = activation{tool: dc.tool, server: dc.server, surface: dc.surface, session: dc.session, input: dc.input, cwd: dc.cwd, policy: dc.policy, callerCopy: dc.caller}
+		*dc.act = activation{tool: dc.tool, server: dc.server, surface: dc.surface, session: dc.session, input: dc.input, cwd: dc.cwd, policy: dc.policy, callerCopy: dc.caller, withoutCEL: dc.withoutCEL}
 		dc.act.caller = &dc.act.callerCopy
 	}
 	return dc.act
@@ -195,7 +214,8 @@ func (dc *decisionCall) eval(r *compiledRule) (bool, error) {
 	return r.eval(dc.activation())
 }
 
-// eval reports whether the rule's when holds for the call.
+// eval reports whether the rule's when holds for the call. Without CEL (DecideWithoutCEL, or
+// the nocel build), a rule its prefilter does not rule out answers errNeedsCEL.
 func (r *compiledRule) eval(a *activation) (bool, error) {
 	if r.err != nil {
 		return false, compileError{r.err}
@@ -206,70 +226,31 @@ func (r *compiledRule) eval(a *activation) (bool, error) {
 	if r.filter != nil && r.filter(a) == isFalse {
 		return false, nil
 	}
-	prg, err := r.program.get()
-	if err != nil {
-		return false, compileError{err}
+	if a.withoutCEL {
+		return false, errNeedsCEL
 	}
-	out, _, err := prg.Eval(a)
-	if err != nil {
-		return false, err
-	}
-	b, ok := out.(types.Bool)
-	if !ok {
-		return false, errNotBool
-	}
-	return bool(b), nil
+	return r.program.eval(a)
 }
 
 // activations recycles the per-decision activation, which CEL's interface would otherwise
 // move to the heap on every decision.
 var activations = sync.Pool{New: func() any { return new(activation) }}
 
-// activation resolves the CEL variables of one call. The input map is wrapped for CEL once,
-// on first use, and shared by every rule of the decision.
+// activation is one call's variables, for the rules' prefilters and CEL. Their CEL values
+// (celValues: the input map wrapped for CEL, the call's view, the caller) are made on first use
+// and shared by every rule of the decision, so a decision no rule reading them reaches never
+// makes them.
 type activation struct {
 	tool, server, surface, session string
 	input                          map[string]any
-	inputVal                       ref.Val
-	// cwd is the call's working directory; callVal its view (CallView), built on the first
-	// rule that reads `call`, so a decision no such rule reaches never builds it.
-	cwd     string
-	callVal ref.Val
-	// policy and caller make `caller` (Caller), built on the first rule that reads it.
-	policy    *Policy
-	caller    *Caller
-	callerVal ref.Val
+	// cwd is the call's working directory, for its view (CallView).
+	cwd string
+	// policy and caller make `caller` (Caller).
+	policy *Policy
+	caller *Caller
 	// callerCopy is what caller points to in a decision's activation (decisionCall).
 	callerCopy Caller
+	// withoutCEL makes a rule that needs CEL answer errNeedsCEL (DecideWithoutCEL).
+	withoutCEL bool
+	celValues
 }
-
-func (a *activation) ResolveName(name string) (any, bool) {
-	switch name {
-	case varTool:
-		return types.String(a.tool), true
-	case varServer:
-		return types.String(a.server), true
-	case varSurface:
-		return types.String(a.surface), true
-	case varSession:
-		return types.String(a.session), true
-	case varInput:
-		if a.inputVal == nil {
-			a.inputVal = types.NewStringInterfaceMap(types.DefaultTypeAdapter, a.input)
-		}
-		return a.inputVal, true
-	case varCall:
-		if a.callVal == nil {
-			a.callVal = callValue(a.tool, a.input, a.cwd)
-		}
-		return a.callVal, true
-	case varCaller:
-		if a.callerVal == nil {
-			a.callerVal = a.policy.callerValue(a.caller, a.session)
-		}
-		return a.callerVal, true
-	}
-	return nil, false
-}
-
-func (a *activation) Parent() interpreter.Activation { return nil }

@@ -1,19 +1,15 @@
-// Over 300 lines: one recursive analysis of CEL's AST (derive, bound, compile); split, it would scatter.
-
 package gate
 
 import (
-	"encoding/json"
-	"regexp/syntax"
 	"strings"
-
-	"cel.dev/cel-go/common/ast"
-	"cel.dev/cel-go/common/types"
 )
 
 // Prefilters: a cheap, partial evaluation of a rule's `when`, run before CEL. It understands
 // only string predicates on a variable or a top-level input field (==, !=, contains,
-// startsWith, endsWith, matches) combined with &&, || and !. Each node answers true, false or
+// startsWith, endsWith, matches), and of the call's view what is known without parsing a shell
+// command (callview_known.go: call.kind and call.cwd, call.shellKnown, and a comprehension over
+// one of its lists that is false when the list is empty, as exists is), combined with &&, ||
+// and !. Each node answers true, false or
 // unknown; a rule is skipped only when its whole `when` is definitely false. Anything the
 // prefilter cannot be sure of (an absent field, a non-string value, an unsupported form) is
 // unknown, and CEL decides, so errors and failurePolicy behave exactly as without it. CEL's
@@ -34,7 +30,8 @@ type quick func(a *activation) tri
 // one-shot caller (gate-hook) can rule a rule out without decoding or planning its CEL.
 // It is derived from the type-checked expression when the snapshot is built, and covered by
 // the digest. Ops: and, or, not (args); eq, ne, contains, startsWith, endsWith (ref, value);
-// containsAll (ref, values: literals a regex requires); opaque (a part it does not understand).
+// containsAll (ref, values: literals a regex requires); exists (false when the list call.<field>
+// is empty); true (the boolean call.<field>); opaque (a part it does not understand).
 type Prefilter struct {
 	Op     string      `json:"op"`
 	Args   []Prefilter `json:"args,omitempty"`
@@ -43,128 +40,6 @@ type Prefilter struct {
 	Value  string      `json:"value,omitempty"`
 	Values []string    `json:"values,omitempty"`
 }
-
-var opaque = Prefilter{Op: "opaque"}
-
-// prefilterOf derives the prefilter of a checked expression, or nil when it has no part the
-// prefilter understands.
-func prefilterOf(e ast.Expr) *Prefilter {
-	if e.Kind() != ast.CallKind {
-		return nil
-	}
-	call := e.AsCall()
-	args := call.Args()
-	switch fn := call.FunctionName(); fn {
-	case "_&&_":
-		return junctionPrefilter("and", args)
-	case "_||_":
-		return junctionPrefilter("or", args)
-	case "!_":
-		if p := prefilterOf(args[0]); p != nil {
-			return &Prefilter{Op: "not", Args: []Prefilter{*p}}
-		}
-	case "_==_":
-		return comparisonPrefilter("eq", args)
-	case "_!=_":
-		return comparisonPrefilter("ne", args)
-	case "contains", "startsWith", "endsWith", "matches":
-		return stringFunctionPrefilter(call)
-	}
-	return nil
-}
-
-// junctionPrefilter derives the prefilter of a && (op "and") or || (op "or") call.
-func junctionPrefilter(op string, args []ast.Expr) *Prefilter {
-	// CEL parses a && b && c as a balanced or left-nested tree; the prefilter is n-ary
-	// (both operators are associative in its three-valued logic), so children of the same
-	// operator are spliced in, and opaque conjuncts collapse into one: the encoding stays
-	// linear in the expression instead of nesting once per operand.
-	var kids []Prefilter
-	sawOpaque := false
-	for _, a := range args {
-		p := prefilterOf(a)
-		switch {
-		case p == nil && op == "or":
-			return nil // an opaque disjunct can always be true
-		case p == nil:
-			sawOpaque = true
-		case p.Op == op:
-			for _, k := range p.Args {
-				if k.Op == "opaque" {
-					sawOpaque = true
-				} else {
-					kids = append(kids, k)
-				}
-			}
-		default:
-			kids = append(kids, *p)
-		}
-	}
-	if len(kids) == 0 {
-		return nil
-	}
-	if sawOpaque {
-		kids = append(kids, opaque)
-	}
-	return &Prefilter{Op: op, Args: kids}
-}
-
-// comparisonPrefilter derives the prefilter of an == (op "eq") or != (op "ne") call between a
-// string reference and a string literal, in either order.
-func comparisonPrefilter(op string, args []ast.Expr) *Prefilter {
-	ref, lit := stringRef(args[0]), stringLiteral(args[1])
-	if ref == nil {
-		ref, lit = stringRef(args[1]), stringLiteral(args[0])
-	}
-	if ref == nil || lit == nil {
-		return nil
-	}
-	p := *ref
-	p.Op, p.Value = op, *lit
-	return &p
-}
-
-// stringFunctionPrefilter derives the prefilter of a string reference's contains, startsWith,
-// endsWith or matches call with a literal argument; a regex becomes the literals it requires.
-func stringFunctionPrefilter(call ast.CallExpr) *Prefilter {
-	args := call.Args()
-	if !call.IsMemberFunction() || len(args) != 1 {
-		return nil
-	}
-	ref, lit := stringRef(call.Target()), stringLiteral(args[0])
-	if ref == nil || lit == nil {
-		return nil
-	}
-	p := *ref
-	if fn := call.FunctionName(); fn != "matches" {
-		p.Op, p.Value = fn, *lit
-		return &p
-	}
-	if p.Values = requiredLiterals(*lit); len(p.Values) == 0 {
-		return nil
-	}
-	p.Op = "containsAll"
-	return &p
-}
-
-// boundedPrefilter drops a prefilter whose encoding would be larger than maxPrefilterSize of
-// the expression it stands for: it is only a shortcut (CEL decides without it), and the
-// snapshot must fit in a ConfigMap however the rules are written.
-func boundedPrefilter(p *Prefilter, when string) *Prefilter {
-	if p == nil {
-		return nil
-	}
-	b, err := json.Marshal(p)
-	if err != nil || len(b) > maxPrefilterSize(len(when)) {
-		return nil
-	}
-	return p
-}
-
-// maxPrefilterSize bounds a prefilter's JSON by the length of its expression: twice the text
-// (each predicate's literal and field name appear once, with the op's keys around them) and a
-// little room for the smallest expressions.
-func maxPrefilterSize(whenLen int) int { return 2*whenLen + 128 }
 
 // compile turns a prefilter into its evaluator. A prefilter it does not understand (from a
 // newer controller, say) compiles to nil, and CEL decides.
@@ -176,8 +51,40 @@ func (p *Prefilter) compile() quick {
 		return p.compileJunction()
 	case "not":
 		return p.compileNot()
+	case "exists":
+		return p.compileExists()
+	case "true":
+		return p.compileTrue()
 	}
 	return p.compilePredicate()
+}
+
+// compileExists compiles a comprehension over a list of the call's view that is false when the
+// list is empty: false when the view's list is known to be empty, unknown otherwise.
+func (p *Prefilter) compileExists() quick {
+	if p.Var != varCall || !viewListField(p.Field) {
+		return nil
+	}
+	field := p.Field
+	return func(a *activation) tri {
+		if viewListEmpty(a.tool, a.input, field) {
+			return isFalse
+		}
+		return unknown
+	}
+}
+
+// compileTrue compiles a boolean field of the call's view, call.shellKnown.
+func (p *Prefilter) compileTrue() quick {
+	if p.Var != varCall || p.Field != "shellKnown" {
+		return nil
+	}
+	return func(a *activation) tri {
+		if known, ok := viewShellKnown(a.tool, a.input); ok {
+			return boolTri(known)
+		}
+		return unknown
+	}
 }
 
 func (p *Prefilter) compileJunction() quick {
@@ -324,6 +231,14 @@ func (p *Prefilter) accessor() func(*activation) (string, bool) {
 		return func(a *activation) (string, bool) { return a.surface, true }
 	case varSession:
 		return func(a *activation) (string, bool) { return a.session, true }
+	case varCall:
+		switch p.Field {
+		case "kind":
+			return func(a *activation) (string, bool) { return viewKind(a.tool), true }
+		case "cwd":
+			return func(a *activation) (string, bool) { return a.cwd, true }
+		}
+		return nil
 	case varInput:
 		name := p.Field
 		return func(a *activation) (string, bool) {
@@ -332,76 +247,4 @@ func (p *Prefilter) accessor() func(*activation) (string, bool) {
 		}
 	}
 	return nil
-}
-
-// stringRef recognises a string variable (tool, server, surface, session) or a top-level
-// input field (input.f or input["f"]).
-func stringRef(e ast.Expr) *Prefilter {
-	switch e.Kind() {
-	case ast.IdentKind:
-		switch v := e.AsIdent(); v {
-		case varTool, varServer, varSurface, varSession:
-			return &Prefilter{Var: v}
-		}
-	case ast.SelectKind:
-		sel := e.AsSelect()
-		if sel.IsTestOnly() || sel.Operand().Kind() != ast.IdentKind || sel.Operand().AsIdent() != varInput {
-			return nil
-		}
-		return &Prefilter{Var: varInput, Field: sel.FieldName()}
-	case ast.CallKind:
-		call := e.AsCall()
-		if call.FunctionName() != "_[_]" || len(call.Args()) != 2 {
-			return nil
-		}
-		target, key := call.Args()[0], stringLiteral(call.Args()[1])
-		if target.Kind() != ast.IdentKind || target.AsIdent() != varInput || key == nil {
-			return nil
-		}
-		return &Prefilter{Var: varInput, Field: *key}
-	}
-	return nil
-}
-
-func stringLiteral(e ast.Expr) *string {
-	if e.Kind() != ast.LiteralKind {
-		return nil
-	}
-	s, ok := e.AsLiteral().(types.String)
-	if !ok {
-		return nil
-	}
-	str := string(s)
-	return &str
-}
-
-// requiredLiterals returns case-sensitive substrings that every string matched by the RE2
-// pattern contains, as CEL's matches (an unanchored search) sees it.
-func requiredLiterals(pattern string) []string {
-	re, err := syntax.Parse(pattern, syntax.Perl)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	var walk func(*syntax.Regexp)
-	walk = func(re *syntax.Regexp) {
-		switch re.Op {
-		case syntax.OpLiteral:
-			if re.Flags&syntax.FoldCase == 0 && len(re.Rune) > 0 {
-				out = append(out, string(re.Rune))
-			}
-		case syntax.OpConcat:
-			for _, sub := range re.Sub {
-				walk(sub)
-			}
-		case syntax.OpCapture, syntax.OpPlus:
-			walk(re.Sub[0])
-		case syntax.OpRepeat:
-			if re.Min >= 1 {
-				walk(re.Sub[0])
-			}
-		}
-	}
-	walk(re.Simplify())
-	return out
 }

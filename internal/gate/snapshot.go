@@ -71,17 +71,6 @@ type Snapshot struct {
 	Digest  string `json:"digest,omitempty"`
 }
 
-// BuildSnapshot builds the snapshot of a rule list and its policy metadata: it validates and
-// compiles every rule (the error is FieldErrors when one does not), records their prefilters,
-// and sets the digest.
-func BuildSnapshot(meta PolicyMeta, rules []Rule) (*Snapshot, error) {
-	filtered, errs := compileSource(rules)
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return assemble(meta, filtered)
-}
-
 func assemble(meta PolicyMeta, rules []Rule) (*Snapshot, error) {
 	if meta.DefaultAction == "" {
 		meta.DefaultAction = Allow
@@ -230,9 +219,12 @@ func LoadSnapshot(data []byte, workspace string) (*Snapshot, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &SnapshotError{CodeSnapshotMissing, "the policy snapshot is empty"}
 	}
-	s := &Snapshot{}
-	if err := DecodeStrict(data, s); err != nil {
-		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot is not valid JSON: " + err.Error()}
+	s, fast := decodeCanonical(data)
+	if !fast {
+		s = &Snapshot{}
+		if err := DecodeStrict(data, s); err != nil {
+			return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot is not valid JSON: " + err.Error()}
+		}
 	}
 	if err := s.checkShape(); err != nil {
 		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot is malformed: " + err.Error()}
