@@ -11,16 +11,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
@@ -52,12 +51,17 @@ type HarnessAgentPolicyReconciler struct {
 	Bootstrap bootstrap.Options
 	// MinResolve and MaxResolve bound the re-resolution interval of allowed hosts.
 	MinResolve, MaxResolve time.Duration
+	// MaxConcurrentReconciles is how many policies are reconciled at once (default 1). Each
+	// reconcile waits on up to three API writes and on DNS, so the workers overlap those waits.
+	MaxConcurrentReconciles int
 
 	// mu guards the state kept between reconciles: each policy's host resolution and its
 	// memoised bundle.
 	mu     sync.Mutex
 	hosts  map[types.NamespacedName]*policyHosts
 	builds map[types.NamespacedName]builtBundle
+	// addresses is the sum of len(hosts[*].last.Addresses), for the gauge.
+	addresses int
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -94,7 +98,9 @@ func (r *HarnessAgentPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 		return ctrl.Result{}, err
 	}
 	if want.resolution != nil {
-		return ctrl.Result{RequeueAfter: max(want.resolution.Next.Sub(r.Clock.Now()), time.Second)}, nil
+		// The next resolution waits behind the policies that changed: under load, a new policy
+		// should not queue behind thousands of re-resolutions that mostly find nothing new.
+		return ctrl.Result{RequeueAfter: max(want.resolution.Next.Sub(r.Clock.Now()), time.Second), Priority: ptr.To(handler.LowPriority)}, nil
 	}
 	return ctrl.Result{}, nil
 }
@@ -103,37 +109,32 @@ func (r *HarnessAgentPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 type observedState struct {
 	configMap     *corev1.ConfigMap // nil when absent
 	networkPolicy *networkingv1.NetworkPolicy
-	others        []networkingv1.NetworkPolicy // other NetworkPolicies in the namespace
+	others        []networkingv1.NetworkPolicy // other NetworkPolicies in the namespace that may shadow ours
 	podLabels     []map[string]string          // labels of the pods in the namespace
 	resolution    *egress.Resolution           // the allowed hosts' addresses; nil when it allows none
 }
 
 func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.HarnessAgentPolicy) (*observedState, error) {
 	o := &observedState{}
+	// What gather reads is only read, never written: it comes from the cache without a copy.
 	cm := &corev1.ConfigMap{}
-	if found, err := getOptional(ctx, r.Client, types.NamespacedName{Namespace: p.Namespace, Name: configMapName(p)}, cm); err != nil {
-		return nil, err
-	} else if found {
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: configMapName(p)}, cm, client.UnsafeDisableDeepCopy); err == nil {
 		o.configMap = cm
-	}
-	var nps networkingv1.NetworkPolicyList
-	if err := r.Client.List(ctx, &nps, client.InNamespace(p.Namespace)); err != nil {
+	} else if !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	for i := range nps.Items {
-		if nps.Items[i].Name == networkPolicyName(p) {
-			o.networkPolicy = &nps.Items[i]
-		} else {
-			o.others = append(o.others, nps.Items[i])
-		}
-	}
-	pods := &metav1.PartialObjectMetadataList{}
-	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
-	if err := r.Client.List(ctx, pods, client.InNamespace(p.Namespace)); err != nil {
+	np := &networkingv1.NetworkPolicy{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: networkPolicyName(p)}, np, client.UnsafeDisableDeepCopy); err == nil {
+		o.networkPolicy = np
+	} else if !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	for _, pod := range pods.Items {
-		o.podLabels = append(o.podLabels, pod.Labels)
+	var err error
+	if o.podLabels, err = r.podLabels(ctx, p.Namespace); err != nil {
+		return nil, err
+	}
+	if o.others, err = r.mayShadow(ctx, p, len(o.podLabels) > 0); err != nil {
+		return nil, err
 	}
 	o.resolution = r.resolve(ctx, p)
 	return o, nil
@@ -178,8 +179,9 @@ func (r *HarnessAgentPolicyReconciler) buildBundle(p *gatev1.HarnessAgentPolicy,
 	memo, ok := r.builds[client.ObjectKeyFromObject(p)]
 	r.mu.Unlock()
 	// A result that publishes the spec depends on the spec alone; one held back depends on the
-	// bundle in force too.
-	if ok && memo.key.uid == key.uid && memo.key.generation == key.generation && (!memo.result.HeldBack() || memo.key == key) {
+	// bundle in force too. One whose data was dropped is good while the ConfigMap holds it.
+	if ok && memo.key.uid == key.uid && memo.key.generation == key.generation && (!memo.result.HeldBack() || memo.key == key) &&
+		(memo.result.Bundle.Data != nil || configMapMatches(o.configMap, p, &desiredState{build: memo.result}, r.Bootstrap)) {
 		return memo.result, nil
 	}
 	res, err := bootstrap.Build(p, published, r.Bootstrap)
@@ -194,6 +196,22 @@ func (r *HarnessAgentPolicyReconciler) buildBundle(p *gatev1.HarnessAgentPolicy,
 	r.builds[client.ObjectKeyFromObject(p)] = builtBundle{key: key, result: res}
 	r.mu.Unlock()
 	return res, nil
+}
+
+// dropBundleData forgets the data of a memoised bundle that the policy's ConfigMap holds: the
+// cache has it already, and keeping a second copy of every bundle doubles the manager's memory.
+// The bootstrap hash stays to compare with; a ConfigMap that stops matching builds it again.
+func (r *HarnessAgentPolicyReconciler) dropBundleData(p *gatev1.HarnessAgentPolicy, want *desiredState) {
+	if want.build.Bundle.Data == nil || want.build.HeldBack() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := client.ObjectKeyFromObject(p)
+	if memo, ok := r.builds[key]; ok && memo.result.Bundle.Hash == want.build.Bundle.Hash && !memo.result.HeldBack() {
+		memo.result.Bundle.Data = nil
+		r.builds[key] = memo
+	}
 }
 
 // buildKey is what a memoised bootstrap.Result depends on.
@@ -230,28 +248,16 @@ func (r *HarnessAgentPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error 
 	if r.MinResolve > r.MaxResolve {
 		return fmt.Errorf("the resolve floor %s is above the cap %s", r.MinResolve, r.MaxResolve)
 	}
-	allInNamespace := handler.EnqueueRequestsFromMapFunc(r.policiesInNamespace)
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.NetworkPolicy{}, shadowIndex, shadowIndexValue); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&gatev1.HarnessAgentPolicy{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&networkingv1.NetworkPolicy{}).
-		Watches(&networkingv1.NetworkPolicy{}, allInNamespace).
-		WatchesMetadata(&corev1.Pod{}, allInNamespace, builder.WithPredicates(podLabelsChanged())).
+		Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(r.policiesShadowedBy)).
+		WatchesMetadata(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.policiesGoverning), builder.WithPredicates(podLabelsChanged())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Named("harnessagentpolicy").
 		Complete(r)
-}
-
-// policiesInNamespace enqueues every policy in the namespace of obj: a NetworkPolicy or a pod
-// there may change which policies are shadowed.
-func (r *HarnessAgentPolicyReconciler) policiesInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list gatev1.HarnessAgentPolicyList
-	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
-		log.FromContext(ctx).Error(err, "listing policies to re-check shadowing", "namespace", obj.GetNamespace())
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, p := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
-	}
-	return reqs
 }

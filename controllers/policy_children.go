@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
 )
 
 // apply server-side applies the children that differ from what the cache holds, so a steady
@@ -24,7 +25,9 @@ import (
 // and labels included, with ForceOwnership: a child deleted or edited by hand is restored.
 // A refused apply is recorded in want for the status, and the other child is still applied.
 func (r *HarnessAgentPolicyReconciler) apply(ctx context.Context, p *gatev1.HarnessAgentPolicy, o *observedState, want *desiredState) error {
-	if !configMapMatches(o.configMap, p, want) {
+	if configMapMatches(o.configMap, p, want, r.Bootstrap) {
+		r.dropBundleData(p, want)
+	} else {
 		cm := corev1ac.ConfigMap(configMapName(p), p.Namespace).
 			WithLabels(childLabels(p)).
 			WithAnnotations(map[string]string{gatev1.AnnotationBootstrapHash: want.build.Bundle.Hash}).
@@ -94,10 +97,15 @@ func ownedBy(obj metav1.Object, p *gatev1.HarnessAgentPolicy) bool {
 }
 
 // configMapMatches compares only what the apply sets: keys someone else added to the data are
-// theirs under server-side apply and would differ forever.
-func configMapMatches(cm *corev1.ConfigMap, p *gatev1.HarnessAgentPolicy, want *desiredState) bool {
+// theirs under server-side apply and would differ forever. Without the bundle's data (the memo
+// dropped it, see dropBundleData) the files are checked against the bootstrap hash, which
+// covers every one of them.
+func configMapMatches(cm *corev1.ConfigMap, p *gatev1.HarnessAgentPolicy, want *desiredState, opts bootstrap.Options) bool {
 	if cm == nil || !ownedBy(cm, p) || cm.Annotations[gatev1.AnnotationBootstrapHash] != want.build.Bundle.Hash {
 		return false
+	}
+	if want.build.Bundle.Data == nil {
+		return cm.Data[bootstrap.KeyBootstrapHash] == want.build.Bundle.Hash && bootstrap.Verify(cm.Data, p.Spec.WorkspaceID, opts)
 	}
 	for k, v := range want.build.Bundle.Data {
 		if got, ok := cm.Data[k]; !ok || got != v {

@@ -120,9 +120,10 @@ func (r *HarnessAgentPolicyReconciler) resolve(ctx context.Context, p *gatev1.Ha
 	}
 	r.mu.Lock()
 	st.hosts = hosts
+	before := len(st.last.Addresses)
 	st.last = st.cache.Update(now, hosts, results, r.MinResolve, r.MaxResolve)
 	res := st.last
-	r.updateAddressGauge()
+	r.addAddresses(len(st.last.Addresses) - before)
 	r.mu.Unlock()
 	return &res
 }
@@ -132,9 +133,9 @@ func (r *HarnessAgentPolicyReconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.builds, key)
-	if _, ok := r.hosts[key]; ok {
+	if st, ok := r.hosts[key]; ok {
 		delete(r.hosts, key)
-		r.updateAddressGauge()
+		r.addAddresses(-len(st.last.Addresses))
 	}
 }
 
@@ -142,19 +143,17 @@ func (r *HarnessAgentPolicyReconciler) forget(key types.NamespacedName) {
 func (r *HarnessAgentPolicyReconciler) forgetHosts(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.hosts[key]; ok {
+	if st, ok := r.hosts[key]; ok {
 		delete(r.hosts, key)
-		r.updateAddressGauge()
+		r.addAddresses(-len(st.last.Addresses))
 	}
 }
 
-// updateAddressGauge sets the gauge to the addresses allowed across all policies; r.mu is held.
-func (r *HarnessAgentPolicyReconciler) updateAddressGauge() {
-	total := 0
-	for _, st := range r.hosts {
-		total += len(st.last.Addresses)
-	}
-	resolvedAddresses.Set(float64(total))
+// addAddresses moves the gauge of addresses allowed across all policies by delta; r.mu is
+// held. A running total, because summing every policy's on each resolution costs O(policies).
+func (r *HarnessAgentPolicyReconciler) addAddresses(delta int) {
+	r.addresses += delta
+	resolvedAddresses.Set(float64(r.addresses))
 }
 
 // shadowingPolicies names the other NetworkPolicies that reopen what ours denies: NetworkPolicy
@@ -190,6 +189,11 @@ func allowsEgress(np *networkingv1.NetworkPolicy) bool {
 		return true // with egress rules, Egress is implied
 	}
 	return slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+}
+
+// selectsAll reports whether a pod selector selects every pod in its namespace.
+func selectsAll(s *metav1.LabelSelector) bool {
+	return len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0
 }
 
 func anyPodSelected(ours, theirs labels.Selector, podLabels []map[string]string) bool {

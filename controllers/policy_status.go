@@ -132,11 +132,12 @@ func (r *HarnessAgentPolicyReconciler) writeStatus(ctx context.Context, p *gatev
 		// The NetworkPolicy in force is the one the last status described; nothing is resolved
 		// for it until the rules compile.
 		eg = p.Status.Egress.DeepCopy()
-		eg.Mode, eg.NextResolveTime = want.egress.Mode, nil
+		eg.Mode = want.egress.Mode
 	} else if res := want.resolution; res != nil {
+		// Only what a resolution found, not when the next one is due (the requeue keeps that):
+		// a resolution that finds what the last one found writes nothing.
 		eg.ResolvedHosts = int32(len(res.Resolved))
 		eg.UnresolvedHosts = res.Unresolved
-		eg.NextResolveTime = &metav1.Time{Time: res.Next.UTC().Truncate(1e9)}
 	}
 	next.Egress = eg
 	return r.patchStatus(ctx, p, next)

@@ -250,9 +250,9 @@ type EgressStatus struct {
 	// +optional
 	Addresses int32 `json:"addresses,omitempty"`
 
-	// nextResolveTime is when the hosts are resolved again.
-	// +optional
-	NextResolveTime *metav1.Time `json:"nextResolveTime,omitempty"`
+	// When the hosts are resolved again is not status: it changes on every resolution, and
+	// writing it would cost every policy with hosts a write per resolution. The reconciler's
+	// requeue keeps it.
 }
 
 // HarnessAgentPolicyStatus is the observed state of a HarnessAgentPolicy.

@@ -69,6 +69,13 @@ type settings struct {
 	clusterCIDRs   []netip.Prefix
 	bootstrap      bootstrap.Options
 	confirmerImage string
+	// apiQPS and apiBurst limit the manager's requests to the API server on the client side;
+	// a negative QPS sets no limit and leaves it to the API server's priority and fairness.
+	apiQPS   float64
+	apiBurst int
+	// policyWorkers is how many HarnessAgentPolicies are reconciled at once.
+	policyWorkers int
+	pprofAddr     string
 	// toolApprovalRetention keeps finished ToolApprovals this long; 0 keeps them forever.
 	toolApprovalRetention time.Duration
 	// webhooks are served when webhooks.Port is not 0.
@@ -105,6 +112,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	fs.StringVar(&serviceCIDRs, "service-cidrs", egress.DefaultClusterCIDRs, "the cluster's Service ranges, comma-separated: an allowed host's DNS answer inside them is dropped (allowedCIDRs may still cover them); the default, the private ranges, holds most clusters' ranges (docs/egress-carve-outs.md)")
 	fs.StringVar(&podCIDRs, "pod-cidrs", egress.DefaultClusterCIDRs, "the cluster's Pod ranges, comma-separated, treated like --service-cidrs")
 	fs.StringVar(&s.confirmerImage, "confirmer-image", "ghcr.io/intutic/gate-confirmer:v0.1.0", "image of the confirmer Deployments, unless a SessionConfirmer sets spec.image")
+	fs.Float64Var(&s.apiQPS, "kube-api-qps", -1, "client-side limit of the manager's requests per second to the API server; negative sets none and relies on the API server's priority and fairness (controller-runtime's default)")
+	fs.IntVar(&s.apiBurst, "kube-api-burst", 1000, "burst of --kube-api-qps, when it is positive")
+	fs.IntVar(&s.policyWorkers, "policy-workers", 16, "HarnessAgentPolicies reconciled at once: each reconcile mostly waits on API writes and DNS, so more workers than cores keep the API server busy")
+	fs.StringVar(&s.pprofAddr, "pprof-bind-address", "0", "address of the Go pprof endpoints (/debug/pprof/), for profiling; 0 disables them")
 	s.toolApprovalRetention = 24 * time.Hour
 	fs.Var(retentionFlag{&s.toolApprovalRetention}, "tool-approval-retention", "how long a finished ToolApproval (approved, denied, expired, answered in the runtime) is kept after its decision, as the record of who decided; 0 keeps them until their SessionConfirmer is deleted")
 	webhookText := bindWebhookFlags(fs, &s.webhooks)
@@ -125,6 +136,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 				return nil, fmt.Errorf("--metrics-cert-dir: %w", err)
 			}
 		}
+	}
+	if err := checkThroughputFlags(&s); err != nil {
+		return nil, err
 	}
 	if s.dns.Labels, err = labels.ConvertSelectorToLabelsMap(dnsPods); err != nil || len(s.dns.Labels) == 0 {
 		return nil, fmt.Errorf("--dns-pod-labels %q is not key=value[,key=value]", dnsPods)
@@ -162,6 +176,20 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	return &s, nil
 }
 
+// checkThroughputFlags checks the client limits and the number of workers.
+func checkThroughputFlags(s *settings) error {
+	if s.apiQPS == 0 {
+		return errors.New("--kube-api-qps is 0: it would block every request; set it negative for no client-side limit")
+	}
+	if s.apiQPS > 0 && s.apiBurst < 1 {
+		return fmt.Errorf("--kube-api-burst %d is below 1", s.apiBurst)
+	}
+	if s.policyWorkers < 1 {
+		return fmt.Errorf("--policy-workers %d is below 1", s.policyWorkers)
+	}
+	return nil
+}
+
 // parseNamespaces reads --namespaces: empty is every namespace, otherwise distinct
 // namespace names (DNS labels).
 func parseNamespaces(list string) ([]string, error) {
@@ -184,9 +212,11 @@ func parseNamespaces(list string) ([]string, error) {
 
 // cacheOptions scopes the cache to the manager's own children (controllers.CacheByObject)
 // and, with --namespaces, to those namespaces: every informer, the policies' and
-// SessionConfirmers' included, then lists and watches only there.
+// SessionConfirmers' included, then lists and watches only there. No cached object keeps its
+// managedFields: nothing reads them (applies carry whole objects), and they are often the
+// largest part of a small object.
 func cacheOptions(namespaces []string) cache.Options {
-	o := cache.Options{ByObject: controllers.CacheByObject()}
+	o := cache.Options{ByObject: controllers.CacheByObject(), DefaultTransform: cache.TransformStripManagedFields()}
 	if len(namespaces) > 0 {
 		o.DefaultNamespaces = make(map[string]cache.Config, len(namespaces))
 		for _, ns := range namespaces {
@@ -226,11 +256,14 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 	if s.webhooks.Port != 0 {
 		webhooks = webhook.NewServer(s.webhooks)
 	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = float32(s.apiQPS), s.apiBurst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		WebhookServer:          webhookServer(webhooks),
 		Metrics:                metricsOptions(s),
 		HealthProbeBindAddress: s.probeAddr,
+		PprofBindAddress:       s.pprofAddr,
 		LeaderElection:         s.leaderElect,
 		LeaderElectionID:       "gate-operator.gate.intutic.io",
 		Cache:                  cacheOptions(s.namespaces),
@@ -246,12 +279,14 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 	if err := (&controllers.HarnessAgentPolicyReconciler{
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorder("gate-operator"),
-		Resolver:     s.resolver,
+		Resolver:     &egress.CachingResolver{Resolver: s.resolver}, // a host many policies allow is looked up once per TTL
 		DNS:          s.dns,
 		ClusterCIDRs: s.clusterCIDRs,
 		Bootstrap:    s.bootstrap,
 		MinResolve:   s.resolveMin,
 		MaxResolve:   s.resolveMax,
+
+		MaxConcurrentReconciles: s.policyWorkers,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -281,6 +316,7 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 	}
 	ctrl.Log.Info("starting manager", "metrics", s.metricsAddr, "metricsSecure", s.metricsSecure, "probes", s.probeAddr,
 		"leaderElect", s.leaderElect, "namespaces", s.namespaces, "gateHookPath", s.bootstrap.HookBin,
-		"webhookPort", s.webhooks.Port, "webhookCerts", s.webhooks.Certs.Mode)
+		"webhookPort", s.webhooks.Port, "webhookCerts", s.webhooks.Certs.Mode,
+		"kubeAPIQPS", s.apiQPS, "policyWorkers", s.policyWorkers)
 	return mgr.Start(ctx)
 }

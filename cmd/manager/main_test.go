@@ -67,6 +67,9 @@ func TestFlagsRefused(t *testing.T) {
 		{[]string{"--bootstrap-mount-dir=hooks"}, `--bootstrap-mount-dir "hooks" is not an absolute path`},
 		{[]string{"--metrics-cert-dir=" + filepath.Join(t.TempDir(), "missing")}, "--metrics-cert-dir"},
 		{[]string{"--dns-pod-labels=kube-dns"}, "--dns-pod-labels"},
+		{[]string{"--kube-api-qps=0"}, "--kube-api-qps is 0"},
+		{[]string{"--kube-api-qps=50", "--kube-api-burst=0"}, "--kube-api-burst 0 is below 1"},
+		{[]string{"--policy-workers=0"}, "--policy-workers 0 is below 1"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			s, err := parse(tc.args...)
@@ -89,8 +92,12 @@ func TestFlagsAccepted(t *testing.T) {
 	if s.metricsAddr != ":8443" || !s.metricsSecure || s.namespaces != nil || s.bootstrap.HookBin != bootstrap.DefaultHookBin {
 		t.Errorf("defaults: metrics %q secure %v, namespaces %q, gate-hook %q", s.metricsAddr, s.metricsSecure, s.namespaces, s.bootstrap.HookBin)
 	}
-	if o := cacheOptions(s.namespaces); o.DefaultNamespaces != nil {
-		t.Errorf("without --namespaces the cache is scoped to %v", o.DefaultNamespaces)
+	if o := cacheOptions(s.namespaces); o.DefaultNamespaces != nil || o.DefaultTransform == nil {
+		t.Errorf("without --namespaces the cache is scoped to %v, or keeps managedFields (transform %v)", o.DefaultNamespaces, o.DefaultTransform)
+	}
+	// No client-side limit (the API server's priority and fairness applies), 16 policy workers.
+	if s.apiQPS >= 0 || s.policyWorkers != 16 {
+		t.Errorf("defaults: --kube-api-qps %v, --policy-workers %d", s.apiQPS, s.policyWorkers)
 	}
 	if o := metricsOptions(s); !o.SecureServing || o.FilterProvider == nil {
 		t.Errorf("default metrics options serve without TLS or without the authn/authz filter: %+v", o)
