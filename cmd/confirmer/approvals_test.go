@@ -18,11 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
-	"github.com/intutic/gate-operator/internal/apiservertest"
 	"github.com/intutic/gate-operator/internal/confirm"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gateapi"
@@ -36,27 +34,7 @@ import (
 // answer, whichever replica owns it. A harness call opted in over HTTP on one replica is
 // followed to its answer through GET /v1/approvals/{name} on either replica.
 func TestReplicasAnswerApprovals(t *testing.T) {
-	env, err := apiservertest.Environment(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping envtest: %v", err)
-		}
-	})
-	admin, err := env.AddUser(envtest.User{Name: "confirmer", Groups: []string{"system:masters"}}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, kubeconfig := startAPIServer(t, true)
 	dir := t.TempDir()
 	scheme := runtime.NewScheme()
 	_ = gatev1.AddToScheme(scheme)

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
@@ -31,27 +32,7 @@ import (
 // stops (SIGTERM, as in a rollout) the other streams every session, and calls paused after
 // that are each confirmed once.
 func TestReplicasShareSessions(t *testing.T) {
-	env, err := apiservertest.Environment(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping envtest: %v", err)
-		}
-	})
-	admin, err := env.AddUser(envtest.User{Name: "confirmer", Groups: []string{"system:masters"}}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, kubeconfig := startAPIServer(t, false)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
@@ -171,10 +152,38 @@ func (r *replicaProcess) metric(name string) int {
 	defer resp.Body.Close()
 	s := bufio.NewScanner(resp.Body)
 	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), name+" "); ok {
-			v, _ := strconv.ParseFloat(rest, 64)
+		if value, ok := strings.CutPrefix(s.Text(), name+" "); ok {
+			v, _ := strconv.ParseFloat(value, 64)
 			return int(v)
 		}
 	}
 	return 0
+}
+
+// startAPIServer starts an API server (with the CRDs when crds is set) for the test's
+// duration and returns its admin config and a kubeconfig for the confirmer processes.
+func startAPIServer(t *testing.T, crds bool) (*rest.Config, []byte) {
+	t.Helper()
+	env, err := apiservertest.Environment(crds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping envtest: %v", err)
+		}
+	})
+	admin, err := env.AddUser(envtest.User{Name: "confirmer", Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, kubeconfig
 }
