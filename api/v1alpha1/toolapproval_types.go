@@ -22,15 +22,15 @@ const (
 type ToolApprovalState string
 
 const (
-	// ApprovalPending: no answer yet.
+	// ApprovalPending means no answer yet.
 	ApprovalPending ToolApprovalState = "Pending"
-	// ApprovalApproved: a user allowed to approve the policy approved the call.
+	// ApprovalApproved means a user allowed to approve the policy approved the call.
 	ApprovalApproved ToolApprovalState = "Approved"
-	// ApprovalDenied: a user allowed to approve the policy denied the call.
+	// ApprovalDenied means a user allowed to approve the policy denied the call.
 	ApprovalDenied ToolApprovalState = "Denied"
-	// ApprovalExpired: nobody answered before spec.expiresAt; the call was denied.
+	// ApprovalExpired means nobody answered before spec.expiresAt; the call was denied.
 	ApprovalExpired ToolApprovalState = "Expired"
-	// ApprovalAnsweredInRuntime: the call was answered outside the cluster (the runtime's own
+	// ApprovalAnsweredInRuntime means the call was answered outside the cluster (the runtime's own
 	// console) before anyone answered here; the confirmer recorded that and sent nothing.
 	ApprovalAnsweredInRuntime ToolApprovalState = "AnsweredInRuntime"
 )
