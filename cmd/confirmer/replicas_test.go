@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +20,7 @@ import (
 	"github.com/intutic/gate-operator/internal/apiservertest"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
+	"github.com/intutic/gate-operator/internal/promscrape"
 	"github.com/intutic/gate-operator/internal/testutil"
 )
 
@@ -145,19 +142,8 @@ type replicaProcess struct {
 
 // metric reads one unlabelled sample from the replica's /metrics; 0 when it cannot.
 func (r *replicaProcess) metric(name string) int {
-	resp, err := http.Get("http://" + r.addr + "/metrics")
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	s := bufio.NewScanner(resp.Body)
-	for s.Scan() {
-		if value, ok := strings.CutPrefix(s.Text(), name+" "); ok {
-			v, _ := strconv.ParseFloat(value, 64)
-			return int(v)
-		}
-	}
-	return 0
+	m, _ := promscrape.Scrape("http://" + r.addr + "/metrics")
+	return int(m[name])
 }
 
 // startAPIServer starts an API server (with the CRDs when crds is set) for the test's

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/intutic/gate-operator/internal/promscrape"
 )
 
 // confirmer is one confirmer process of the benchmark.
@@ -121,19 +123,8 @@ func (c *confirmer) liveMemory() (live, inUse int64) {
 
 // metric reads one unlabelled sample from the confirmer's /metrics.
 func (c *confirmer) metric(name string) float64 {
-	resp, err := http.Get("http://" + c.addr + "/metrics")
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	s := bufio.NewScanner(resp.Body)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), name+" "); ok {
-			v, _ := strconv.ParseFloat(rest, 64)
-			return v
-		}
-	}
-	return 0
+	m, _ := promscrape.Scrape("http://" + c.addr + "/metrics")
+	return m[name]
 }
 
 // saveProfiles writes the confirmer's heap (after a collection) and goroutine profiles, with

@@ -52,6 +52,7 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
+	"github.com/intutic/gate-operator/internal/promscrape"
 )
 
 var (
@@ -568,28 +569,7 @@ func profile(path string, d time.Duration) error {
 }
 
 func scrape() (map[string]float64, error) {
-	resp, err := http.Get("http://" + *metricsAddr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	s := bufio.NewScanner(resp.Body)
-	for s.Scan() {
-		line := s.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out, s.Err()
+	return promscrape.Scrape("http://" + *metricsAddr + "/metrics")
 }
 
 // writeRequests sums the manager's POST, PUT, PATCH and DELETE requests to the API server.
