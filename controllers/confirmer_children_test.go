@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
@@ -95,14 +94,7 @@ func TestConfirmerArgsTurnOnApprovals(t *testing.T) {
 // (impersonating the account); it may not rewrite or delete an approval.
 func TestConfirmerMayAnswerApprovals(t *testing.T) {
 	ctx := testutil.Context(t, 60*time.Second)
-	ns := confirmerNamespace(ctx, t)
-	sc := newConfirmerObj(ns)
-	if err := k8sClient.Create(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
-	waitConfirmer(t, sc, gatev1.ConditionAvailable, metav1.ConditionFalse, gatev1.ReasonUnavailable)
-	cfg := rest.CopyConfig(testConfig)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":agents-confirmer"}
+	ns, cfg := asConfirmer(ctx, t)
 	sa, err := client.NewWithWatch(cfg, client.Options{Scheme: k8sClient.Scheme()})
 	if err != nil {
 		t.Fatal(err)

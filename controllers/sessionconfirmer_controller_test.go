@@ -272,14 +272,7 @@ func podUserCanRead(pod *corev1.PodSpec, src *corev1.SecretVolumeSource) bool {
 // update its own, and no other (RBAC as the API server enforces it, impersonating the account).
 func TestConfirmerLeaseIsItsOwn(t *testing.T) {
 	ctx := testutil.Context(t, 60*time.Second)
-	ns := confirmerNamespace(ctx, t)
-	sc := newConfirmerObj(ns)
-	if err := k8sClient.Create(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
-	waitConfirmer(t, sc, gatev1.ConditionAvailable, metav1.ConditionFalse, gatev1.ReasonUnavailable)
-	cfg := rest.CopyConfig(testConfig)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":agents-confirmer"}
+	ns, cfg := asConfirmer(ctx, t)
 	sa, err := client.New(cfg, client.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -347,4 +340,20 @@ func TestConfirmerRefusedApplyIsACondition(t *testing.T) {
 	if r := meta.FindStatusCondition(got.Status.Conditions, gatev1.ConditionReady); r.Status != metav1.ConditionFalse || r.Reason != gatev1.ReasonApplyFailed {
 		t.Fatalf("Ready: %+v", r)
 	}
+}
+
+// asConfirmer creates a SessionConfirmer in a fresh namespace, waits until the controller has
+// applied its children (the ServiceAccount, Role and RoleBinding), and returns the namespace
+// and a config that impersonates the confirmer's ServiceAccount.
+func asConfirmer(ctx context.Context, t *testing.T) (string, *rest.Config) {
+	t.Helper()
+	ns := confirmerNamespace(ctx, t)
+	sc := newConfirmerObj(ns)
+	if err := k8sClient.Create(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	waitConfirmer(t, sc, gatev1.ConditionAvailable, metav1.ConditionFalse, gatev1.ReasonUnavailable)
+	cfg := rest.CopyConfig(testConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":agents-confirmer"}
+	return ns, cfg
 }
