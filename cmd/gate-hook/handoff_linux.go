@@ -2,6 +2,9 @@ package main
 
 import (
 	"os"
+	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -30,5 +33,23 @@ func execWithStdin(bin string, args []string, data []byte) error {
 	if err := unix.Dup3(fd, 0, 0); err != nil {
 		return err
 	}
-	return syscall.Exec(bin, append([]string{bin}, args...), os.Environ())
+	return syscall.Exec(bin, append([]string{bin}, args...), handOffEnv(os.Environ()))
 }
+
+// handOffEnv is the environment gate-hook-cel starts with: this one, with the garbage
+// collector off up to memoryLimit from the start, which main can set for itself only once the
+// packages' initialisation (most of cel-go's start-up) has run.
+func handOffEnv(env []string) []string {
+	out := make([]string, 0, len(env)+2)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "GOGC=off", "GOMEMLIMIT="+strconv.Itoa(memoryLimit))
+}
+
+// execve from a thread other than the process's first makes the kernel move the thread
+// group's leadership first, which costs about as much as the exec (measured with
+// hack/bench-hook): main runs on the first thread.
+func init() { runtime.LockOSThread() }

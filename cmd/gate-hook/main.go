@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/intutic/gate-operator/internal/gate"
 )
@@ -30,7 +31,14 @@ const defaultSnapshot = "/opt/intutic/hooks/" + gate.SnapshotFileName
 // that need CEL, and --install installs it too.
 const celHook = "gate-hook-cel"
 
+// memoryLimit bounds the heap of one call. The hook lives for one call and allocates a few
+// megabytes, so it runs without collecting garbage (a collection costs more than it frees)
+// until its heap nears this limit; gate-hook-cel is started with the same settings.
+const memoryLimit = 256 << 20
+
 func main() {
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(memoryLimit)
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

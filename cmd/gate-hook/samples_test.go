@@ -64,10 +64,11 @@ func loadSamples(t *testing.T) (*gate.Snapshot, []sampleCase) {
 		t.Fatal(err)
 	}
 	meta, rules := bootstrap.SnapshotSource(&hap)
-	snap, err := gate.BuildSnapshot(meta, rules)
+	snap, checked, err := gate.BuildSnapshotChecked(meta, rules)
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkedFiles[snap] = checked
 	if data, err = os.ReadFile(sampleCases); err != nil {
 		t.Fatal(err)
 	}
@@ -85,16 +86,33 @@ func loadSamples(t *testing.T) (*gate.Snapshot, []sampleCase) {
 // package's tool-by-tool rules (policyRules), whose prefilters gate-hook can use alone.
 func policies(t *testing.T) (map[string]*gate.Snapshot, []sampleCase) {
 	sample, cases := loadSamples(t)
-	toolByTool, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/tool-by-tool", Generation: 1}, policyRules())
+	toolByTool, checked, err := gate.BuildSnapshotChecked(gate.PolicyMeta{Policy: "agents/tool-by-tool", Generation: 1}, policyRules())
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkedFiles[toolByTool] = checked
 	return map[string]*gate.Snapshot{"sample": sample, "tool-by-tool": toolByTool}, cases
 }
 
-// writeHookDir writes a snapshot, and the pod's name beside it when there is one, as the pod's
-// volume holds them; it returns the snapshot's path.
+// checkedFiles are the checked rules files of the snapshots built here.
+var checkedFiles = map[*gate.Snapshot][]byte{}
+
+// writeHookDir writes a snapshot, its checked rules file and the pod's name beside it when
+// there are, as the pod's volume holds them; it returns the snapshot's path.
 func writeHookDir(t *testing.T, s *gate.Snapshot, pod string) string {
+	t.Helper()
+	path := writeHookDirSource(t, s, pod)
+	if checked := checkedFiles[s]; checked != nil {
+		if err := os.WriteFile(filepath.Join(filepath.Dir(path), gate.CheckedFileName), checked, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+// writeHookDirSource is writeHookDir without the checked rules file: gate-hook-cel compiles
+// the rules from their source.
+func writeHookDirSource(t *testing.T, s *gate.Snapshot, pod string) string {
 	t.Helper()
 	data, err := s.Encode()
 	if err != nil {
@@ -190,7 +208,7 @@ func TestDecideWithoutCELAgrees(t *testing.T) {
 }
 
 // TestBinariesAgree runs every case through gate-hook as the images ship it (with gate-hook-cel
-// beside it) and through gate-hook alone (no gate-hook-cel to hand off to): the first answers
+// beside it, the checked rules file beside the snapshot or not) and through gate-hook alone (no gate-hook-cel to hand off to): the first answers
 // exactly as the cluster's gate decides, the second too, or refuses because it could not hand
 // the call off. Neither ever answers otherwise.
 func TestBinariesAgree(t *testing.T) {
@@ -212,6 +230,9 @@ func TestBinariesAgree(t *testing.T) {
 			}
 			if got := runBinary(t, hookBin, stdin, snapPath); got != want {
 				t.Errorf("%s/%s: gate-hook answers %+v, the cluster's gate %+v", name, c.Name, got, want)
+			}
+			if got := runBinary(t, hookBin, stdin, writeHookDirSource(t, s, c.Caller.Pod)); got != want {
+				t.Errorf("%s/%s: gate-hook without the checked rules answers %+v, the cluster's gate %+v", name, c.Name, got, want)
 			}
 			got := runBinary(t, lone, stdin, snapPath)
 			switch {

@@ -36,6 +36,7 @@ func main() {
 	rules := flag.Int("rules", 100, "rules in the snapshot")
 	policy := flag.String("policy", "", "a HarnessAgentPolicy YAML (config/samples/...) whose rules to use instead of -rules realistic ones")
 	n := flag.Int("n", 200, "runs of each binary")
+	withChecked := flag.Bool("checked", true, "write the checked rules file beside the snapshot, as the bootstrap ConfigMap carries it")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "bench-hook-")
@@ -50,12 +51,15 @@ func main() {
 		check(yaml.Unmarshal(b, &hap))
 		meta, rs = bootstrap.SnapshotSource(&hap)
 	}
-	snap, err := gate.BuildSnapshot(meta, rs)
+	snap, checked, err := gate.BuildSnapshotChecked(meta, rs)
 	check(err)
 	data, err := snap.Encode()
 	check(err)
 	path := filepath.Join(dir, gate.SnapshotFileName)
 	check(os.WriteFile(path, data, 0o644))
+	if *withChecked {
+		check(os.WriteFile(filepath.Join(dir, gate.CheckedFileName), checked, 0o644))
+	}
 
 	payload := func(tool, input string) []byte {
 		return []byte(`{"session_id":"9b2c1f0e-4d1a-4a57-8f0e-1c2d3e4f5a6b","transcript_path":"/home/agent/.claude/projects/w/9b2c.jsonl","cwd":"/workspace","permission_mode":"default","hook_event_name":"PreToolUse","tool_name":"` + tool + `","tool_input":` + input + `,"tool_use_id":"toolu_01ABCDEF"}` + "\n")
@@ -118,7 +122,7 @@ func main() {
 		}
 	}
 	nm, _ := stats(noopC.times)
-	fmt.Printf("snapshot: %d rules, %d bytes; %d runs each, interleaved\n", len(rs), len(data), *n)
+	fmt.Printf("snapshot: %d rules, %d bytes, checked rules file: %v (%d bytes); %d runs each, interleaved\n", len(rs), len(data), *withChecked, len(checked), *n)
 	for _, c := range cs {
 		m, p := stats(c.times)
 		fmt.Printf("%-40s median %7.3f ms   p99 %7.3f ms   %5.2fx no-op\n", c.name, ms(m), ms(p), float64(m)/float64(nm))

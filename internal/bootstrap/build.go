@@ -44,7 +44,7 @@ func (r *Result) HeldBack() bool { return len(r.CompileErrs) > 0 || r.RenderErr 
 func Build(p *gatev1.HarnessAgentPolicy, published Published, opts Options) (Result, error) {
 	meta, rules := SnapshotSource(p)
 	var res Result
-	snap, err := gate.BuildSnapshot(meta, rules)
+	snap, checked, err := gate.BuildSnapshotChecked(meta, rules)
 	switch {
 	case errors.As(err, &res.CompileErrs):
 	case err != nil:
@@ -62,6 +62,7 @@ func Build(p *gatev1.HarnessAgentPolicy, published Published, opts Options) (Res
 		case err != nil:
 			return Result{}, err
 		default:
+			b.withCheckedRules(checked)
 			res.Bundle, res.Snapshot = b, snap
 			return res, nil
 		}

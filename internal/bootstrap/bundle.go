@@ -31,6 +31,11 @@ const (
 	// setNetworkPolicy.
 	KeyHarnessNetworkPolicy = "harness-network-policy.json"
 	KeyBootstrapHash        = "bootstrap-hash"
+	// KeyCheckedRules is the snapshot's rules as the operator type-checked them, which the
+	// hook plans without parsing them again. It is derived from the snapshot and bound to its
+	// digest, the hook falls back to the rules' source without it, so it is optional: the
+	// bootstrap hash does not cover it, and it is left out of a bundle it would not fit in.
+	KeyCheckedRules = gate.CheckedFileName
 )
 
 // hashedKeys are the files the bootstrap hash covers, in the order it covers them.
@@ -105,7 +110,21 @@ func RenderBlocking(workspaceID string, snapshot []byte, opts Options) (Bundle, 
 // (Verify): Keep trusts it.
 func Keep(data map[string]string, workspaceID string, opts Options) (Bundle, error) {
 	harness := harnessFiles{settings: data[KeyHarnessSettings], networkPolicy: data[KeyHarnessNetworkPolicy]}
-	return render([]byte(data[KeySnapshot]), harness, workspaceID, opts)
+	b, err := render([]byte(data[KeySnapshot]), harness, workspaceID, opts)
+	if err == nil {
+		// Bound to the kept snapshot's digest, it stays valid for it.
+		b.withCheckedRules([]byte(data[KeyCheckedRules]))
+	}
+	return b, err
+}
+
+// withCheckedRules adds the checked rules file to the bundle when there is one and the bundle
+// still fits in a ConfigMap with it.
+func (b *Bundle) withCheckedRules(checked []byte) {
+	if len(checked) == 0 || configMapSize(b.Data)+len(KeyCheckedRules)+len(checked) > MaxBundleBytes {
+		return
+	}
+	b.Data[KeyCheckedRules] = string(checked)
 }
 
 // Verify reports whether data is a whole bundle whose bootstrap hash matches its files: what

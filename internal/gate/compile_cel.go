@@ -91,6 +91,10 @@ func parseRule(when string) (*cel.Env, *cel.Ast, error) {
 // first use, so a one-shot caller pays only for the rules its prefilters cannot rule out.
 type lazyProgram struct {
 	rule Rule
+	// pre and index find the rule's checked expression in the checked rules file beside a
+	// snapshot loaded from a file (checked.go); pre is nil otherwise.
+	pre   *precompiled
+	index int
 
 	checkOnce sync.Once
 	env       *cel.Env // the environment it was checked in (ruleEnvironment)
@@ -104,6 +108,9 @@ type lazyProgram struct {
 
 func (l *lazyProgram) check() (*cel.Ast, error) {
 	l.checkOnce.Do(func() {
+		if l.checkPrecompiled() {
+			return
+		}
 		env, parsed, err := parseRule(l.rule.When)
 		if err != nil {
 			l.checkErr = fmt.Errorf("the CEL environment cannot be built: %w", err)
@@ -115,10 +122,39 @@ func (l *lazyProgram) check() (*cel.Ast, error) {
 	return l.checked, l.checkErr
 }
 
+// checkPrecompiled takes the rule's checked expression from the checked rules file when it
+// has a usable one: it plans in the environment its expression needs and yields a bool or
+// dyn. Otherwise the rule is parsed and checked from its source.
+func (l *lazyProgram) checkPrecompiled() bool {
+	checked := l.pre.ast(l.index, l.rule.When)
+	if checked == nil {
+		return false
+	}
+	env, err := baseEnvironment()
+	if err == nil && usesCallLibrary(checked.NativeRep().Expr()) {
+		env, err = environment()
+	}
+	if err != nil {
+		return false
+	}
+	if out := checked.OutputType(); !out.IsExactType(cel.BoolType) && !out.IsExactType(cel.DynType) {
+		return false
+	}
+	prg, err := env.Program(checked, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(CostLimit))
+	if err != nil {
+		return false
+	}
+	l.env, l.checked, l.prg = env, checked, prg
+	return true
+}
+
+// usePrecompiled points the rule at the checked rules file beside its snapshot.
+func (l *lazyProgram) usePrecompiled(p *precompiled, index int) { l.pre, l.index = p, index }
+
 func (l *lazyProgram) get() (cel.Program, error) {
 	l.planOnce.Do(func() {
 		checked, err := l.check()
-		if err != nil {
+		if err != nil || l.prg != nil { // planned already when it came checked (checkPrecompiled)
 			l.planErr = err
 			return
 		}
@@ -184,19 +220,20 @@ func (l *lazyProgram) eval(a *activation) (bool, error) {
 // ValidateRules compiles every rule and returns every problem: malformed tool patterns, CEL
 // compile errors, a when that is not boolean, and duplicate names.
 func ValidateRules(rules []Rule) FieldErrors {
-	_, errs := compileSource(rules)
+	_, _, errs := compileSource(rules)
 	return errs
 }
 
 // compileSource compiles the rules as a policy states them, once each: it returns every
 // problem (as ValidateRules) and, when there is none, the rules with their prefilters derived
 // from the checked expressions.
-func compileSource(rules []Rule) ([]Rule, FieldErrors) {
+func compileSource(rules []Rule) ([]Rule, []*cel.Ast, FieldErrors) {
 	if _, err := environment(); err != nil {
-		return nil, FieldErrors{{"spec.rules", "the CEL environment cannot be built: " + err.Error()}}
+		return nil, nil, FieldErrors{{"spec.rules", "the CEL environment cannot be built: " + err.Error()}}
 	}
 	var errs FieldErrors
 	out := make([]Rule, len(rules))
+	asts := make([]*cel.Ast, len(rules))
 	seen := make(map[string]int, len(rules))
 	for i, r := range rules {
 		if j, dup := seen[r.Name]; dup {
@@ -213,23 +250,45 @@ func compileSource(rules []Rule) ([]Rule, FieldErrors) {
 				// check() is memoised: the prefilter comes from the same checked expression.
 				checked, _ := cr.program.check()
 				r.Prefilter = boundedPrefilter(prefilterOf(checked.NativeRep().Expr()), r.When)
+				asts[i] = checked
 			}
 		}
 		out[i] = r
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, nil, errs
 	}
-	return out, nil
+	return out, asts, nil
 }
 
 // BuildSnapshot builds the snapshot of a rule list and its policy metadata: it validates and
 // compiles every rule (the error is FieldErrors when one does not), records their prefilters,
 // and sets the digest.
 func BuildSnapshot(meta PolicyMeta, rules []Rule) (*Snapshot, error) {
-	filtered, errs := compileSource(rules)
-	if len(errs) > 0 {
-		return nil, errs
+	s, _, err := buildSnapshot(meta, rules)
+	return s, err
+}
+
+// BuildSnapshotChecked is BuildSnapshot, and the snapshot's checked rules file
+// (CheckedFileName): the expressions as they were checked building it, which gate-hook-cel
+// plans without parsing them again; nil when no rule has a when.
+func BuildSnapshotChecked(meta PolicyMeta, rules []Rule) (*Snapshot, []byte, error) {
+	s, asts, err := buildSnapshot(meta, rules)
+	if err != nil {
+		return nil, nil, err
 	}
-	return assemble(meta, filtered)
+	checked, err := encodeChecked(s.Digest, asts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, checked, nil
+}
+
+func buildSnapshot(meta PolicyMeta, rules []Rule) (*Snapshot, []*cel.Ast, error) {
+	filtered, asts, errs := compileSource(rules)
+	if len(errs) > 0 {
+		return nil, nil, errs
+	}
+	s, err := assemble(meta, filtered)
+	return s, asts, err
 }

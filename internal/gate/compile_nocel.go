@@ -13,6 +13,9 @@ const BuiltWithCEL = false
 // lazyProgram stands for a rule's expression, which this build cannot compile.
 type lazyProgram struct{ rule Rule }
 
+// usePrecompiled ignores the checked rules file: this build plans no expression.
+func (l *lazyProgram) usePrecompiled(*precompiled, int) {}
+
 // derive derives nothing: a rule the snapshot carries no prefilter of needs CEL.
 func (l *lazyProgram) derive() (quick, error) { return nil, nil }
 

@@ -77,6 +77,9 @@ func compile(s *Snapshot, sel ruleSelection) (*Policy, FieldErrors) {
 	rules := s.Rules
 	add := func(i int) {
 		cr, errs := compileRule(i, rules[i])
+		if cr.program != nil && s.precompiled != nil {
+			cr.program.usePrecompiled(s.precompiled, i)
+		}
 		p.rules = append(p.rules, cr)
 		p.errs = append(p.errs, errs...)
 	}

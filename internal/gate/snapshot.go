@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // The snapshot format: policy-snapshot.rules in the bootstrap ConfigMap.
@@ -18,6 +19,9 @@ const (
 	SnapshotKind       = "PolicySnapshot"
 	// SnapshotFileName is the key of the snapshot in the bootstrap ConfigMap.
 	SnapshotFileName = "policy-snapshot.rules"
+	// CheckedFileName is the key of the checked rules file beside the snapshot, which
+	// gate-hook-cel plans the rules from without parsing them (see checked.go); optional.
+	CheckedFileName = "policy-snapshot.checked"
 	// maxSnapshotBytes bounds what LoadSnapshotFile reads: 512 rules of 4 KiB expressions fit
 	// several times over.
 	maxSnapshotBytes = 16 << 20
@@ -69,6 +73,9 @@ type Snapshot struct {
 	Invalid string `json:"invalid,omitempty"`
 	Rules   []Rule `json:"rules"`
 	Digest  string `json:"digest,omitempty"`
+
+	// precompiled is the checked rules file beside a snapshot LoadSnapshotFile read.
+	precompiled *precompiled
 }
 
 func assemble(meta PolicyMeta, rules []Rule) (*Snapshot, error) {
@@ -260,5 +267,10 @@ func LoadSnapshotFile(path, workspace string) (*Snapshot, error) {
 	if len(data) > maxSnapshotBytes {
 		return nil, &SnapshotError{CodeSnapshotCorrupt, fmt.Sprintf("the policy snapshot is larger than %d bytes", maxSnapshotBytes)}
 	}
-	return LoadSnapshot(data, workspace)
+	s, err := LoadSnapshot(data, workspace)
+	if err != nil {
+		return nil, err
+	}
+	s.precompiled = newPrecompiled(filepath.Join(filepath.Dir(path), CheckedFileName), s)
+	return s, nil
 }

@@ -1,0 +1,144 @@
+package gate
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var checkedRules = []Rule{
+	{Name: "rm-data", Tools: []string{"bash"}, When: `input.command.matches("rm\\s+-rf\\s+/data")`, Action: Block, Reason: "no data removal"},
+	{Name: "writes-outside", When: `call.writes.exists(p, !p.isUnder("/workspace"))`, Action: Block, Reason: "writes stay in /workspace"},
+	{Name: "no-task-stop", Tools: []string{"TaskStop"}, Action: Block, Reason: "tasks are not stopped"},
+	{Name: "hosts", Tools: []string{"WebFetch"}, When: `call.hosts.exists(h, h != "pkg.go.dev")`, Action: Ask, Reason: "fetches are reviewed"},
+}
+
+var checkedCalls = []Call{
+	{Tool: "Bash", Input: map[string]any{"command": "rm -rf /data/x"}, Cwd: "/workspace"},
+	{Tool: "Bash", Input: map[string]any{"command": "go test ./..."}, Cwd: "/workspace"},
+	{Tool: "Write", Input: map[string]any{"file_path": "/etc/passwd", "content": "x"}, Cwd: "/workspace"},
+	{Tool: "Write", Input: map[string]any{"file_path": "/workspace/a.go", "content": "x"}, Cwd: "/workspace"},
+	{Tool: "TaskStop", Input: map[string]any{"task_id": "t1"}},
+	{Tool: "WebFetch", Input: map[string]any{"url": "https://example.com/", "prompt": "p"}},
+	{Tool: "WebFetch", Input: map[string]any{"url": "https://pkg.go.dev/x", "prompt": "p"}},
+}
+
+// writeBundle writes a snapshot and, when not nil, a checked rules file into a new directory,
+// as a pod's volume holds them, and returns the snapshot's path.
+func writeBundle(t *testing.T, snapshot, checked []byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	if checked != nil {
+		if err := os.WriteFile(filepath.Join(dir, CheckedFileName), checked, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, SnapshotFileName)
+	if err := os.WriteFile(path, snapshot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// decideFromFile decides each call as gate-hook-cel does (the snapshot loaded from its file,
+// the call's tool's rules compiled) and returns the decisions without their incident IDs and
+// how many expressions were parsed and checked on the way.
+func decideFromFile(t *testing.T, path string) ([]Decision, int64) {
+	t.Helper()
+	before := expressionChecks.Load()
+	var out []Decision
+	for _, c := range checkedCalls {
+		s, err := LoadSnapshotFile(path, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, errs := CompileFor(s, c.Tool, c.Server)
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		d := p.Decide(&c)
+		d.IncidentID = ""
+		out = append(out, d)
+	}
+	return out, expressionChecks.Load() - before
+}
+
+// TestCheckedRulesAgree: with the checked rules file beside the snapshot, the hook's way of
+// deciding plans every expression from it (none is parsed or checked) and decides every call
+// as it does from the rules' source; a file that does not belong (another snapshot's, another
+// format's, corrupt, a bad entry) is ignored, whole or for its entry, and the rules compile
+// from their source.
+func TestCheckedRulesAgree(t *testing.T) {
+	s, checked, err := BuildSnapshotChecked(PolicyMeta{Policy: "agents/p", Generation: 1}, checkedRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, checks := decideFromFile(t, writeBundle(t, data, nil))
+	if checks == 0 {
+		t.Fatal("without the checked rules file, no expression was checked")
+	}
+	verdicts := map[Verdict]int{}
+	for _, d := range want {
+		verdicts[d.Verdict]++
+	}
+	if verdicts[Block] < 3 || verdicts[Ask] != 1 || verdicts[Allow] < 2 {
+		t.Fatalf("the calls do not exercise the rules: %v", verdicts)
+	}
+
+	same := func(name string, got []Decision) {
+		t.Helper()
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("%s: call %d decided %+v, from the source %+v", name, i, got[i], want[i])
+			}
+		}
+	}
+	got, checks := decideFromFile(t, writeBundle(t, data, checked))
+	same("checked rules", got)
+	if checks != 0 {
+		t.Errorf("with the checked rules file, %d expressions were still parsed and checked", checks)
+	}
+
+	other, otherChecked, err := BuildSnapshotChecked(PolicyMeta{Policy: "agents/p", Generation: 2}, checkedRules)
+	if err != nil || other.Digest == s.Digest {
+		t.Fatalf("another snapshot: %v", err)
+	}
+	var f checkedFile
+	if err := json.Unmarshal(checked, &f); err != nil {
+		t.Fatal(err)
+	}
+	encode := func(f checkedFile) []byte {
+		b, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	format, version, badEntry := f, f, f
+	format.Format = "gate.intutic.io/checked-rules/v0"
+	version.CEL = "v0.0.1"
+	badEntry.Rules = append([][]byte{}, f.Rules...)
+	badEntry.Rules[0] = []byte("not a CheckedExpr")
+	for _, c := range []struct {
+		name    string
+		checked []byte
+		checks  int64 // expressions compiled from their source
+	}{
+		{"another snapshot's", otherChecked, -1},
+		{"another format", encode(format), -1},
+		{"another cel-go", encode(version), -1},
+		{"not JSON", []byte("{"), -1},
+		{"a bad entry", encode(badEntry), 1},
+	} {
+		got, checks := decideFromFile(t, writeBundle(t, data, c.checked))
+		same(c.name, got)
+		if c.checks >= 0 && checks != c.checks || c.checks < 0 && checks == 0 {
+			t.Errorf("%s: %d expressions were parsed and checked", c.name, checks)
+		}
+	}
+}
