@@ -54,7 +54,7 @@ func Build(p *gatev1.HarnessAgentPolicy, published Published, opts Options) (Res
 		if err != nil {
 			return Result{}, err
 		}
-		b, err := Render(&p.Spec, data, opts)
+		b, err := RenderChecked(&p.Spec, data, checked, opts)
 		var tooLarge *TooLargeError
 		switch {
 		case errors.As(err, &tooLarge):
@@ -62,7 +62,6 @@ func Build(p *gatev1.HarnessAgentPolicy, published Published, opts Options) (Res
 		case err != nil:
 			return Result{}, err
 		default:
-			b.withCheckedRules(checked)
 			res.Bundle, res.Snapshot = b, snap
 			return res, nil
 		}

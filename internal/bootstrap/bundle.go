@@ -33,8 +33,9 @@ const (
 	KeyBootstrapHash        = "bootstrap-hash"
 	// KeyCheckedRules is the snapshot's rules as the operator type-checked them, which the
 	// hook plans without parsing them again. It is derived from the snapshot and bound to its
-	// digest, the hook falls back to the rules' source without it, so it is optional: the
-	// bootstrap hash does not cover it, and it is left out of a bundle it would not fit in.
+	// digest, and the hook falls back to the rules' source without it, so it is optional:
+	// absent when no rule has a when, left out of a bundle it would not fit in. When present,
+	// the bootstrap hash covers it like every other file (a hand edit is not kept).
 	KeyCheckedRules = gate.CheckedFileName
 )
 
@@ -89,11 +90,17 @@ type Bundle struct {
 // Render renders the bundle of a policy spec and its encoded snapshot. An empty snapshot is
 // rendered as an empty file, never left out, so a sandbox sees a missing snapshot as one.
 func Render(spec *gatev1.HarnessAgentPolicySpec, snapshot []byte, opts Options) (Bundle, error) {
+	return RenderChecked(spec, snapshot, nil, opts)
+}
+
+// RenderChecked is Render with the snapshot's checked rules file (gate.BuildSnapshotChecked),
+// which the bundle carries when there is one and it fits.
+func RenderChecked(spec *gatev1.HarnessAgentPolicySpec, snapshot, checked []byte, opts Options) (Bundle, error) {
 	harness, err := renderHarness(spec)
 	if err != nil {
 		return Bundle{}, err
 	}
-	return render(snapshot, harness, spec.WorkspaceID, opts)
+	return render(snapshot, checked, harness, spec.WorkspaceID, opts)
 }
 
 // RenderBlocking renders the bundle of a policy whose rules cannot be published and that has
@@ -110,21 +117,8 @@ func RenderBlocking(workspaceID string, snapshot []byte, opts Options) (Bundle, 
 // (Verify): Keep trusts it.
 func Keep(data map[string]string, workspaceID string, opts Options) (Bundle, error) {
 	harness := harnessFiles{settings: data[KeyHarnessSettings], networkPolicy: data[KeyHarnessNetworkPolicy]}
-	b, err := render([]byte(data[KeySnapshot]), harness, workspaceID, opts)
-	if err == nil {
-		// Bound to the kept snapshot's digest, it stays valid for it.
-		b.withCheckedRules([]byte(data[KeyCheckedRules]))
-	}
-	return b, err
-}
-
-// withCheckedRules adds the checked rules file to the bundle when there is one and the bundle
-// still fits in a ConfigMap with it.
-func (b *Bundle) withCheckedRules(checked []byte) {
-	if len(checked) == 0 || configMapSize(b.Data)+len(KeyCheckedRules)+len(checked) > MaxBundleBytes {
-		return
-	}
-	b.Data[KeyCheckedRules] = string(checked)
+	// The checked rules file, bound to the kept snapshot's digest, stays valid for it.
+	return render([]byte(data[KeySnapshot]), []byte(data[KeyCheckedRules]), harness, workspaceID, opts)
 }
 
 // Verify reports whether data is a whole bundle whose bootstrap hash matches its files: what
@@ -139,7 +133,7 @@ func Verify(data map[string]string, workspaceID string, opts Options) bool {
 	return data[KeyBootstrapHash] == Hash(data, opts.MountDir, workspaceID)
 }
 
-func render(snapshot []byte, harness harnessFiles, workspaceID string, opts Options) (Bundle, error) {
+func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, opts Options) (Bundle, error) {
 	opts = opts.withDefaults()
 	if opts.HookLimit >= opts.HookTimeout {
 		return Bundle{}, fmt.Errorf("the hook limit (%ds) must be shorter than the registered timeout (%ds)", opts.HookLimit, opts.HookTimeout)
@@ -165,6 +159,12 @@ func render(snapshot []byte, harness harnessFiles, workspaceID string, opts Opti
 		KeySettings:             project,
 		KeyHarnessSettings:      harness.settings,
 		KeyHarnessNetworkPolicy: harness.networkPolicy,
+	}
+	if len(checked) > 0 {
+		data[KeyCheckedRules] = string(checked)
+		if configMapSize(data)+len(KeyBootstrapHash)+len("sha256:")+sha256.Size*2 > MaxBundleBytes {
+			delete(data, KeyCheckedRules) // optional: the hook compiles the rules from their source
+		}
 	}
 	hash := Hash(data, opts.MountDir, workspaceID)
 	data[KeyBootstrapHash] = hash
@@ -194,8 +194,9 @@ func configMapSize(data map[string]string) int {
 	return n
 }
 
-// Hash is the bootstrap hash: sha256 over every bundle file, the mount directory and the
-// workspace ID, in a fixed order, each length-prefixed so no two recipes collide.
+// Hash is the bootstrap hash: sha256 over every bundle file (the checked rules file when
+// present), the mount directory and the workspace ID, in a fixed order, each length-prefixed
+// so no two recipes collide.
 func Hash(data map[string]string, mountDir, workspaceID string) string {
 	h := sha256.New()
 	write := func(name, value string) {
@@ -210,6 +211,10 @@ func Hash(data map[string]string, mountDir, workspaceID string) string {
 	write("gate.intutic.io/bootstrap", "v1")
 	for _, k := range hashedKeys {
 		write(k, data[k])
+	}
+	// Optional, so covered only when present: a bundle without it hashes as before it existed.
+	if v, ok := data[KeyCheckedRules]; ok {
+		write(KeyCheckedRules, v)
 	}
 	write("mountDir", mountDir)
 	write("workspaceID", workspaceID)
