@@ -3,7 +3,7 @@
 # binary (median and p99 of 200 interleaved runs each), and reports the binaries' sizes:
 # gate-hook as the images ship it (built without CEL, gate-hook-cel beside it for the calls that
 # need CEL), and gate-hook-cel alone.
-# Usage: hack/bench-hook.sh [-rules N] [-n RUNS] [-baseline BIN]
+# Usage: hack/bench-hook.sh [-rules N] [-n RUNS] [-policy FILE] [-checked=false] [-baseline BIN]...
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p bin

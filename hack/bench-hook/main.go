@@ -1,13 +1,14 @@
 // Command bench-hook measures gate-hook's wall time per call, side by side with a no-op static
 // Go binary in the same run, runs interleaved so all see the same machine. It writes a realistic
 // snapshot of -rules rules (and one rule without a when that blocks TaskStop), or the snapshot
-// of the -policy file, runs each binary -n times on PreToolUse payloads, and prints the median
-// and p99 of each. Used by hack/bench-hook.sh.
+// of the -policy file, with its checked rules file beside it as the bootstrap ConfigMap carries
+// it (-checked=false leaves it out), runs each binary -n times on PreToolUse payloads, and
+// prints the median and p99 of each. Used by hack/bench-hook.sh.
 //
 // The paths measured: gate-hook (built without CEL) on calls its prefilters decide alone, and
 // on calls that need CEL, which it hands to gate-hook-cel; gate-hook-cel run alone on the same
-// calls, as the one binary gate-hook was before; and, with -baseline, another gate-hook (an
-// earlier revision's).
+// calls, as the one binary gate-hook was before; and, with -baseline, other gate-hooks (earlier
+// revisions', named by their directories when there are several).
 package main
 
 import (
@@ -31,7 +32,11 @@ import (
 func main() {
 	hook := flag.String("hook", "bin/gate-hook", "gate-hook binary (built without CEL, gate-hook-cel beside it)")
 	celHook := flag.String("cel", "bin/gate-hook-cel", "gate-hook-cel binary, run alone")
-	baseline := flag.String("baseline", "", "another gate-hook to measure side by side, e.g. an earlier revision's")
+	var baselines []string
+	flag.Func("baseline", "another gate-hook to measure side by side, e.g. an earlier revision's (repeatable; named by its directory in the output)", func(s string) error {
+		baselines = append(baselines, s)
+		return nil
+	})
 	noop := flag.String("noop", "bin/noop", "no-op binary")
 	rules := flag.Int("rules", 100, "rules in the snapshot")
 	policy := flag.String("policy", "", "a HarnessAgentPolicy YAML (config/samples/...) whose rules to use instead of -rules realistic ones")
@@ -104,9 +109,13 @@ func main() {
 	for _, c := range calls {
 		cs = append(cs, &contender{name: "gate-hook-cel alone, " + c.name, bin: *celHook, payload: c.payload, exit: c.exit})
 	}
-	if *baseline != "" {
+	for _, b := range baselines {
+		name := "baseline"
+		if len(baselines) > 1 {
+			name = filepath.Base(filepath.Dir(b))
+		}
 		for _, c := range calls {
-			cs = append(cs, &contender{name: "baseline, " + c.name, bin: *baseline, payload: c.payload, exit: c.exit})
+			cs = append(cs, &contender{name: name + ", " + c.name, bin: b, payload: c.payload, exit: c.exit})
 		}
 	}
 	noopC := &contender{name: "no-op", bin: *noop, payload: calls[0].payload}
