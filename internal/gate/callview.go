@@ -157,12 +157,28 @@ func hostOf(raw string) string {
 	return strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
 }
 
-// callValue is the CEL value of a call's view.
-func callValue(tool string, input map[string]any, cwd string) ref.Val {
-	v := viewOf(tool, input, cwd)
+// viewCache is the view of an activation's call, built on first use and shared by the rules'
+// prefilters (prefilter_elements.go) and CEL (callValue), so a decision parses a command line
+// once, and both read the same view.
+type viewCache struct {
+	callView  CallView
+	viewBuilt bool
+}
+
+// viewOfCall is the view of the activation's call.
+func (a *activation) viewOfCall() *CallView {
+	if !a.viewBuilt {
+		a.callView, a.viewBuilt = viewOf(a.tool, a.input, a.cwd), true
+	}
+	return &a.callView
+}
+
+// callValue is the CEL value of the activation's call's view. It points into the activation,
+// which outlives no decision, as no CEL value does.
+func (a *activation) callValue() ref.Val {
 	env, err := environment()
 	if err != nil {
 		return types.NewErr("the CEL environment cannot be built")
 	}
-	return env.CELTypeAdapter().NativeToValue(&v)
+	return env.CELTypeAdapter().NativeToValue(a.viewOfCall())
 }

@@ -109,16 +109,20 @@ func TestCallViewIsLazy(t *testing.T) {
 	if _, err := compiled(`call.commands.size() == 1`).eval(a); err != nil || a.callVal != built {
 		t.Fatalf("the view was built twice (err %v)", err)
 	}
-	// Prefilters read of the view only what is known without building it (callview_known.go).
+	// Prefilters read of the view what is known without building it (callview_known.go), and an
+	// exists' body as an element prefilter (prefilter_elements.go), the iteration variable
+	// shadowing call.
 	for e, want := range map[string]string{
-		`call.kind == "exec"`:                     `{"op":"eq","var":"call","field":"kind","value":"exec"}`,
-		`call.commands.exists(c, c.name == "rm")`: `{"op":"exists","var":"call","field":"commands"}`,
-		`"x".isUnder(call.cwd)`:                   "null",
-		`call.commands.all(c, c.name == "rm")`:    "null",
-		`call.commands.exists_one(c, c.known)`:    "null",
-		`call.commands.size() == 0`:               "null",
-		`call.commands.exists(call, call.known)`:  `{"op":"exists","var":"call","field":"commands"}`,
-		`call.commands.exists(c, c.cwd == "/x")`:  `{"op":"exists","var":"call","field":"commands"}`,
+		`call.kind == "exec"`:                       `{"op":"eq","var":"call","field":"kind","value":"exec"}`,
+		`call.commands.exists(c, c.name == "rm")`:   `{"op":"exists","args":[{"op":"eq","var":"element","field":"name","value":"rm"}],"var":"call","field":"commands"}`,
+		`"x".isUnder(call.cwd)`:                     "null",
+		`call.commands.all(c, c.name == "rm")`:      "null",
+		`call.commands.exists_one(c, c.known)`:      "null",
+		`call.commands.size() == 0`:                 "null",
+		`call.commands.exists(call, call.known)`:    `{"op":"exists","args":[{"op":"true","var":"element","field":"known"}],"var":"call","field":"commands"}`,
+		`call.commands.exists(c, c.cwd == "/x")`:    `{"op":"exists","args":[{"op":"eq","var":"element","field":"cwd","value":"/x"}],"var":"call","field":"commands"}`,
+		`call.commands.exists(c, size(c.args) > 1)`: `{"op":"exists","var":"call","field":"commands"}`,
+		`call.writes.exists(p, p.size() > 1)`:       `{"op":"exists","var":"call","field":"writes"}`,
 	} {
 		checked, err := compiled(e).program.check()
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 // celValues are an activation's variables as CEL values, made on first use.
 type celValues struct {
 	inputVal, callVal, callerVal ref.Val
+	viewCache
 }
 
 func (a *activation) ResolveName(name string) (any, bool) {
@@ -32,7 +33,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.inputVal, true
 	case varCall:
 		if a.callVal == nil {
-			a.callVal = callValue(a.tool, a.input, a.cwd)
+			a.callVal = a.callValue()
 		}
 		return a.callVal, true
 	case varCaller:

@@ -1,6 +1,8 @@
 package gate
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 )
 
@@ -9,7 +11,9 @@ import (
 // startsWith, endsWith, matches), and of the call's view what is known without parsing a shell
 // command (callview_known.go: call.kind and call.cwd, call.shellKnown, and a comprehension over
 // one of its lists that is false when the list is empty, as exists is), combined with &&, ||
-// and !. Each node answers true, false or
+// and !. Where CEL is linked, it also reads the view CEL reads, built once per decision:
+// call.shellKnown of a command line, and an exists' body element by element
+// (prefilter_elements.go). Each node answers true, false or
 // unknown; a rule is skipped only when its whole `when` is definitely false. Anything the
 // prefilter cannot be sure of (an absent field, a non-string value, an unsupported form) is
 // unknown, and CEL decides, so errors and failurePolicy behave exactly as without it. CEL's
@@ -26,12 +30,20 @@ const (
 
 type quick func(a *activation) tri
 
+// Prefilter ops that several files build or read.
+const (
+	opNot  = "not"
+	opTrue = "true"
+)
+
 // Prefilter is the serializable form of a rule's prefilter, carried in the snapshot so a
 // one-shot caller (gate-hook) can rule a rule out without decoding or planning its CEL.
 // It is derived from the type-checked expression when the snapshot is built, and covered by
 // the digest. Ops: and, or, not (args); eq, ne, contains, startsWith, endsWith (ref, value);
 // containsAll (ref, values: literals a regex requires); exists (false when the list call.<field>
-// is empty); true (the boolean call.<field>); opaque (a part it does not understand).
+// is empty, or no element satisfies the element prefilter in args: prefilter_elements.go, where
+// var "element" and op isUnder are); true (the boolean call.<field>); opaque (a part it does not
+// understand).
 type Prefilter struct {
 	Op     string      `json:"op"`
 	Args   []Prefilter `json:"args,omitempty"`
@@ -49,21 +61,25 @@ func (p *Prefilter) compile() quick {
 		return func(*activation) tri { return unknown }
 	case "and", "or":
 		return p.compileJunction()
-	case "not":
+	case opNot:
 		return p.compileNot()
 	case "exists":
 		return p.compileExists()
-	case "true":
+	case opTrue:
 		return p.compileTrue()
 	}
 	return p.compilePredicate()
 }
 
 // compileExists compiles a comprehension over a list of the call's view that is false when the
-// list is empty: false when the view's list is known to be empty, unknown otherwise.
+// list is empty: false when the view's list is known to be empty, unknown otherwise; an exists
+// with an element prefilter in args also when no element satisfies it (compileElements).
 func (p *Prefilter) compileExists() quick {
 	if p.Var != varCall || !viewListField(p.Field) {
 		return nil
+	}
+	if q := p.compileElements(); q != nil {
+		return q
 	}
 	field := p.Field
 	return func(a *activation) tri {
@@ -74,13 +90,17 @@ func (p *Prefilter) compileExists() quick {
 	}
 }
 
-// compileTrue compiles a boolean field of the call's view, call.shellKnown.
+// compileTrue compiles a boolean field of the call's view, call.shellKnown: known without
+// parsing, or from the view the activation builds (parsedShellKnown).
 func (p *Prefilter) compileTrue() quick {
 	if p.Var != varCall || p.Field != "shellKnown" {
 		return nil
 	}
 	return func(a *activation) tri {
 		if known, ok := viewShellKnown(a.tool, a.input); ok {
+			return boolTri(known)
+		}
+		if known, ok := a.parsedShellKnown(); ok {
 			return boolTri(known)
 		}
 		return unknown
@@ -91,9 +111,13 @@ func (p *Prefilter) compileJunction() quick {
 	if len(p.Args) == 0 {
 		return nil
 	}
-	qs := make([]quick, len(p.Args))
-	for i := range p.Args {
-		if qs[i] = p.Args[i].compile(); qs[i] == nil {
+	// The parts that may build the call's view (parse its command line) go last, so a cheaper
+	// part decides first when it can; the answer does not depend on the order.
+	args := slices.Clone(p.Args)
+	slices.SortStableFunc(args, func(x, y Prefilter) int { return cmp.Compare(x.buildsView(), y.buildsView()) })
+	qs := make([]quick, len(args))
+	for i := range args {
+		if qs[i] = args[i].compile(); qs[i] == nil {
 			return nil
 		}
 	}
@@ -101,6 +125,20 @@ func (p *Prefilter) compileJunction() quick {
 		return andOf(qs)
 	}
 	return orOf(qs)
+}
+
+// buildsView is 1 for a prefilter that may build the call's view to answer, 0 otherwise.
+func (p *Prefilter) buildsView() int {
+	switch {
+	case p.Op == "exists" && len(p.Args) > 0, p.Op == opTrue && p.Var == varCall:
+		return 1
+	}
+	for i := range p.Args {
+		if p.Args[i].buildsView() == 1 {
+			return 1
+		}
+	}
+	return 0
 }
 
 // andOf is false when any of qs is false, true when all are true, and unknown otherwise.

@@ -23,7 +23,7 @@ func prefilterOf(e ast.Expr) *Prefilter {
 		return comprehensionPrefilter(e.AsComprehension())
 	case ast.SelectKind:
 		if f := viewField(e); f == "shellKnown" {
-			return &Prefilter{Op: "true", Var: varCall, Field: f}
+			return &Prefilter{Op: opTrue, Var: varCall, Field: f}
 		}
 		return nil
 	case ast.CallKind:
@@ -34,12 +34,12 @@ func prefilterOf(e ast.Expr) *Prefilter {
 	args := call.Args()
 	switch fn := call.FunctionName(); fn {
 	case "_&&_":
-		return junctionPrefilter("and", args)
+		return junction("and", args, prefilterOf)
 	case "_||_":
-		return junctionPrefilter("or", args)
+		return junction("or", args, prefilterOf)
 	case "!_":
 		if p := prefilterOf(args[0]); p != nil {
-			return &Prefilter{Op: "not", Args: []Prefilter{*p}}
+			return &Prefilter{Op: opNot, Args: []Prefilter{*p}}
 		}
 	case "_==_":
 		return comparisonPrefilter("eq", args)
@@ -54,6 +54,8 @@ func prefilterOf(e ast.Expr) *Prefilter {
 // comprehensionPrefilter derives the prefilter of a comprehension over a list of the call's
 // view that is false when the list is empty: its result is its accumulator, which starts false
 // (exists is one). Over no element the loop never runs, so it is false whatever its body says.
+// When it is an exists (its step is `accu || body`), the body's element prefilter is its arg
+// (prefilter_elements.go).
 // (Its range is evaluated where the comprehension stands, never inside another comprehension,
 // which prefilterOf does not enter: `call` there is the call's view.)
 func comprehensionPrefilter(c ast.ComprehensionExpr) *Prefilter {
@@ -66,7 +68,11 @@ func comprehensionPrefilter(c ast.ComprehensionExpr) *Prefilter {
 		result.Kind() != ast.IdentKind || result.AsIdent() != c.AccuVar() {
 		return nil
 	}
-	return &Prefilter{Op: "exists", Var: varCall, Field: field}
+	p := &Prefilter{Op: "exists", Var: varCall, Field: field}
+	if body := elementPrefilter(c, field); body != nil {
+		p.Args = []Prefilter{*body}
+	}
+	return p
 }
 
 // viewField is the field f of call.f, or "".
@@ -81,8 +87,9 @@ func viewField(e ast.Expr) string {
 	return sel.FieldName()
 }
 
-// junctionPrefilter derives the prefilter of a && (op "and") or || (op "or") call.
-func junctionPrefilter(op string, args []ast.Expr) *Prefilter {
+// junction derives the prefilter of a && (op "and") or || (op "or") call, its operands' with
+// derive.
+func junction(op string, args []ast.Expr, derive func(ast.Expr) *Prefilter) *Prefilter {
 	// CEL parses a && b && c as a balanced or left-nested tree; the prefilter is n-ary
 	// (both operators are associative in its three-valued logic), so children of the same
 	// operator are spliced in, and opaque conjuncts collapse into one: the encoding stays
@@ -90,7 +97,7 @@ func junctionPrefilter(op string, args []ast.Expr) *Prefilter {
 	var kids []Prefilter
 	sawOpaque := false
 	for _, a := range args {
-		p := prefilterOf(a)
+		p := derive(a)
 		switch {
 		case p == nil && op == "or":
 			return nil // an opaque disjunct can always be true
@@ -162,11 +169,19 @@ func boundedPrefilter(p *Prefilter, when string) *Prefilter {
 	if p == nil {
 		return nil
 	}
-	b, err := json.Marshal(p)
-	if err != nil || len(b) > maxPrefilterSize(len(when)) {
-		return nil
+	if fits(p, when) {
+		return p
 	}
-	return p
+	// Without the bodies of its exists, which are the first to go.
+	if q := withoutElements(*p); fits(&q, when) {
+		return &q
+	}
+	return nil
+}
+
+func fits(p *Prefilter, when string) bool {
+	b, err := json.Marshal(p)
+	return err == nil && len(b) <= maxPrefilterSize(len(when))
 }
 
 // maxPrefilterSize bounds a prefilter's JSON by the length of its expression: twice the text

@@ -168,7 +168,7 @@ func (p *Prefilter) rejections(add func(field string, kind atomKind, lit string,
 		for i := range p.Args {
 			p.Args[i].rejections(add)
 		}
-	case "not":
+	case opNot:
 		if len(p.Args) == 1 {
 			p.Args[0].leafRejections(true, add)
 		}

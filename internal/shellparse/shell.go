@@ -2,6 +2,7 @@ package shellparse
 
 import (
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -124,7 +125,7 @@ func (w *shellWalker) parse(src, cwd string, depth int, top bool) {
 		w.unknown()
 		return
 	}
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
+	f, err := parseBash(src)
 	if err != nil {
 		w.unknown()
 		if top {
@@ -136,6 +137,25 @@ func (w *shellWalker) parse(src, cwd string, depth int, top bool) {
 	w.src = src
 	w.stmts(f.Stmts, cwd, depth)
 	w.src = saved
+}
+
+// parsers recycles Bash parsers: a Parser holds two kilobytes of buffers, and mvdan.cc/sh lets
+// one be reused once a Parse is done (the tree it returns owns none of them, so code found in it
+// can be parsed with the same parser while it is walked).
+var parsers = sync.Pool{New: func() any { return &bashParser{p: syntax.NewParser(syntax.Variant(syntax.LangBash))} }}
+
+type bashParser struct {
+	p *syntax.Parser
+	r strings.Reader
+}
+
+func parseBash(src string) (*syntax.File, error) {
+	bp := parsers.Get().(*bashParser)
+	bp.r.Reset(src)
+	f, err := bp.p.Parse(&bp.r, "")
+	bp.r.Reset("")
+	parsers.Put(bp) // not when Parse panics: a parser left mid-parse is not reused
+	return f, err
 }
 
 // The walk follows the working directory as a value: "" when not known. A statement ends in one
@@ -237,6 +257,9 @@ func (w *shellWalker) compound(cmd syntax.Command, cwd string, depth int) string
 // substitutions walks the command and process substitutions inside a node (a word, an
 // assignment), which run before the command they are part of, in a subshell.
 func (w *shellWalker) substitutions(n syntax.Node, cwd string, depth int) {
+	if wd, ok := n.(*syntax.Word); ok && quotedOrLiteral(wd) {
+		return // no part of it can hold one
+	}
 	syntax.Walk(n, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.CmdSubst:
@@ -248,6 +271,18 @@ func (w *shellWalker) substitutions(n syntax.Node, cwd string, depth int) {
 		}
 		return true
 	})
+}
+
+// quotedOrLiteral reports a word made only of literals and single-quoted strings.
+func quotedOrLiteral(wd *syntax.Word) bool {
+	for _, p := range wd.Parts {
+		switch p.(type) {
+		case *syntax.Lit, *syntax.SglQuoted:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func (w *shellWalker) binary(b *syntax.BinaryCmd, cwd string, depth int) dirs {

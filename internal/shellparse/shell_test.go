@@ -1,8 +1,12 @@
 package shellparse
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // summary renders the commands as "name arg arg", with "?" before a command that is not known.
@@ -52,6 +56,8 @@ func TestParseShell(t *testing.T) {
 		{"parameter in argument", `rm -rf "$HOME" ${X:-/}`, []string{`?rm -rf "$HOME" ${X:-/}`}, true},
 		{"parameter in command position", `$CMD -rf /`, []string{"? -rf /"}, false},
 		{"glob in command position", `/bin/r? -rf /`, []string{"? -rf /"}, false},
+		{"wrapper of an empty command", `sudo ''`, []string{"sudo ", "?"}, false},
+		{"glob in a wrapper's command position", `sudo /bin/r? -rf / && xargs [ab] && sudo [ -f x ]`, []string{"sudo /bin/r? -rf /", "?r? -rf /", "xargs [ab]", "?[ab]", "sudo [ -f x ]", "[ -f x ]"}, false},
 		{"substitution in command position", `$(echo rm) -rf /`, []string{"echo rm", "? -rf /"}, false},
 		{"eval literal", `eval 'rm -rf /'`, []string{"eval rm -rf /", "rm -rf /"}, true},
 		{"eval joined", `eval rm "-rf" /`, []string{"eval rm -rf /", "rm -rf /"}, true},
@@ -163,14 +169,26 @@ func TestShellBounds(t *testing.T) {
 	}
 }
 
+var shellSeeds = []string{
+	`rm -rf /`, `a && b || c; d | e &`, `echo $(x) "$(y)" ` + "`z`", `cat <<EOF > f` + "\nx\nEOF\n",
+	`eval "sh -c 'ls'"`, `{a,b}{1..3}`, `$'\x72m'`, `cd /etc && ls > x`, `find . -exec rm {} +`,
+	`sudo -u r env A=b xargs rm`, `f() { g; }`, `if a; then b; fi`, `echo 'x`, `(( $(x) ))`,
+	`go test ./... -run TestDecide -count=1`, `r\m -r{f,} *.go a?b [x] ~/y`,
+}
+
+// TestRecycledParser: a parser that parsed other text reads a line as a new parser does.
+func TestRecycledParser(t *testing.T) {
+	for range 2 {
+		for _, s := range shellSeeds {
+			samePooledParse(t, s)
+		}
+	}
+}
+
 // FuzzShell checks that parsing any text ends within the bounds, and that a line said to be known
 // names every command.
 func FuzzShell(f *testing.F) {
-	for _, s := range []string{
-		`rm -rf /`, `a && b || c; d | e &`, `echo $(x) "$(y)" ` + "`z`", `cat <<EOF > f` + "\nx\nEOF\n",
-		`eval "sh -c 'ls'"`, `{a,b}{1..3}`, `$'\x72m'`, `cd /etc && ls > x`, `find . -exec rm {} +`,
-		`sudo -u r env A=b xargs rm`, `f() { g; }`, `if a; then b; fi`, `echo 'x`, `(( $(x) ))`,
-	} {
+	for _, s := range shellSeeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
@@ -191,5 +209,49 @@ func FuzzShell(f *testing.F) {
 		if words > MaxShellWords {
 			t.Fatalf("%d words, over MaxShellWords", words)
 		}
+		samePooledParse(t, src)
 	})
+}
+
+// samePooledParse checks that a recycled parser (parseBash) reads src as a new one does, and
+// that a word taken as a plain literal expands to itself.
+func samePooledParse(t *testing.T, src string) {
+	t.Helper()
+	if len(src) > MaxShellBytes || nesting(src) > MaxShellNesting {
+		return
+	}
+	fresh, errFresh := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
+	pooled, errPooled := parseBash(src)
+	if fmt.Sprint(errFresh) != fmt.Sprint(errPooled) || (errFresh == nil && !reflect.DeepEqual(fresh, pooled)) {
+		t.Fatalf("a recycled parser reads %q otherwise: %v, %v", src, errFresh, errPooled)
+	}
+	if errFresh != nil {
+		return
+	}
+	w := &shellWalker{src: src}
+	syntax.Walk(fresh, func(n syntax.Node) bool {
+		if wd, ok := n.(*syntax.Word); ok {
+			if s, plain := plainLiteral(wd); plain {
+				if fields, static, glob := w.expandWord(wd); len(fields) != 1 || fields[0] != s || !static || glob {
+					t.Fatalf("plain literal %q expands to %q (static %v, glob %v)", s, fields, static, glob)
+				}
+			}
+		}
+		return true
+	})
+}
+
+// BenchmarkParse parses a short command line and a longer one.
+func BenchmarkParse(b *testing.B) {
+	for name, src := range map[string]string{
+		"short": "go test ./... -run TestDecide -count=1",
+		"long":  "cd /workspace/app && go test ./... -run TestDecide 2>&1 | tail -20",
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Parse(src, "/workspace")
+			}
+		})
+	}
 }

@@ -40,16 +40,18 @@ func (w *shellWalker) call(ce *syntax.CallExpr, cwd string, depth int, redirs []
 	for _, a := range ce.Args {
 		w.substitutions(a, cwd, depth)
 	}
-	var argv []string
+	argv := make([]string, 0, len(ce.Args))
 	words := true // every word is static
 	nameStatic := true
 	for i, a := range ce.Args {
-		fields, ok, glob := w.wordGlob(a)
+		n := len(argv)
+		var ok, glob bool
+		argv, ok, glob = w.appendWord(argv, a)
+		fields := argv[n:]
 		if i == 0 && (!ok || glob || len(fields) == 0 || fields[0] == "") {
 			nameStatic = false
 		}
 		words = words && ok
-		argv = append(argv, fields...)
 	}
 	switch {
 	case len(ce.Args) == 0:
@@ -94,11 +96,27 @@ func (w *shellWalker) run(c Command, words bool, depth, wraps int) dirs {
 		w.unknown()
 	}
 	for _, in := range inner {
+		if in.Exe == "" || mayBeGlob(in.Exe) {
+			// As for a command word (call): which program runs is not known (sudo '' runs none,
+			// sudo /bin/r? may run rm). Quotes are resolved by now, so a quoted * counts too.
+			w.unknown()
+			in.Known = false
+		}
 		if wraps < 8 {
 			w.run(in, words, depth, wraps+1)
 		}
 	}
 	return same(cwd)
+}
+
+// mayBeGlob reports a word that would be a pattern unquoted: a * or ?, or a [ closed by a
+// later ].
+func mayBeGlob(s string) bool {
+	if strings.ContainsAny(s, "*?") {
+		return true
+	}
+	i := strings.IndexByte(s, '[')
+	return i >= 0 && strings.IndexByte(s[i:], ']') > 0
 }
 
 // chdir is the directory `cd args` changes to, from cwd.

@@ -20,6 +20,20 @@ func (w *shellWalker) word(wd *syntax.Word) (fields []string, static bool) {
 }
 
 func (w *shellWalker) wordGlob(wd *syntax.Word) (fields []string, static, glob bool) {
+	return w.appendWord(nil, wd)
+}
+
+// appendWord is wordGlob appending the fields to dst.
+func (w *shellWalker) appendWord(dst []string, wd *syntax.Word) (fields []string, static, glob bool) {
+	if s, ok := plainLiteral(wd); ok {
+		return append(dst, s), true, false
+	}
+	fields, static, glob = w.expandWord(wd)
+	return append(dst, fields...), static, glob
+}
+
+// expandWord is wordGlob of a word that is not a plain literal.
+func (w *shellWalker) expandWord(wd *syntax.Word) (fields []string, static, glob bool) {
 	alternatives := [][]syntax.WordPart{wd.Parts}
 	split := *wd // SplitBraces replaces the parts of the word it is given; the tree stays as parsed
 	if syntax.SplitBraces(&split) {
@@ -38,6 +52,25 @@ func (w *shellWalker) wordGlob(wd *syntax.Word) (fields []string, static, glob b
 		glob = glob || g
 	}
 	return fields, true, glob
+}
+
+// plainLiteral is the value of a word that is one unquoted literal with no escape, brace or
+// glob character: the most common word, which is itself (what wordGlob would find, sooner).
+func plainLiteral(wd *syntax.Word) (string, bool) {
+	if len(wd.Parts) != 1 {
+		return "", false
+	}
+	lit, ok := wd.Parts[0].(*syntax.Lit)
+	if !ok {
+		return "", false
+	}
+	for i := 0; i < len(lit.Value); i++ {
+		switch lit.Value[i] {
+		case '\\', '{', '*', '?', '[':
+			return "", false
+		}
+	}
+	return lit.Value, true
 }
 
 // static reports whether a word is static.
