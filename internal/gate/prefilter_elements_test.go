@@ -76,33 +76,13 @@ var elementCalls = []struct {
 func TestElementPrefilterAgreesWithCEL(t *testing.T) {
 	ruledOut, total := 0, 0
 	for i, e := range elementExprs {
-		cr, errs := compileRule(i, Rule{Name: fmt.Sprintf("r%d", i), When: e, Action: Block, Reason: "r"})
-		if len(errs) > 0 {
-			t.Fatalf("%s: %v", e, errs)
-		}
-		prg, err := cr.program.get()
-		if err != nil {
-			t.Fatal(err)
-		}
+		judge := prefilterJudge(t, i, e)
 		for _, cwd := range []string{"/workspace", ""} {
 			for _, c := range elementCalls {
 				total++
-				a := &activation{tool: c.tool, input: c.input, cwd: cwd}
-				q := unknown
-				if cr.filter != nil {
-					q = cr.filter(a)
-				}
-				out, _, evalErr := prg.Eval(&activation{tool: c.tool, input: c.input, cwd: cwd})
-				if q == unknown {
-					continue
-				}
-				if evalErr != nil {
-					t.Errorf("%s for %s %v: prefilter says %v but CEL errors: %v", e, c.tool, c.input, q, evalErr)
-					continue
-				}
-				if want := out == types.True; (q == isTrue) != want {
-					t.Errorf("%s for %s %v: prefilter says %v, CEL says %v", e, c.tool, c.input, q, out)
-				}
+				q := judge(fmt.Sprintf("for %s %v", c.tool, c.input), func() *activation {
+					return &activation{tool: c.tool, input: c.input, cwd: cwd}
+				})
 				if q == isFalse {
 					ruledOut++
 				}

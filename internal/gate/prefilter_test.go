@@ -58,32 +58,12 @@ func TestPrefilterAgreesWithCEL(t *testing.T) {
 	}
 	ruledOut := 0
 	for i, e := range exprs {
-		cr, errs := compileRule(i, Rule{Name: fmt.Sprintf("r%d", i), When: e, Action: Block, Reason: "r"})
-		if len(errs) > 0 {
-			t.Fatalf("%s: %v", e, errs)
-		}
-		prg, err := cr.program.get()
-		if err != nil {
-			t.Fatal(err)
-		}
+		judge := prefilterJudge(t, i, e)
 		for _, in := range inputs {
 			for _, surface := range []string{"hook", "api"} {
-				a := &activation{tool: "Bash", surface: surface, session: "s0", input: in}
-				out, _, evalErr := prg.Eval(a)
-				q := unknown
-				if cr.filter != nil {
-					q = cr.filter(&activation{tool: "Bash", surface: surface, session: "s0", input: in})
-				}
-				if q == unknown {
-					continue
-				}
-				if evalErr != nil {
-					t.Errorf("%s on %v: prefilter says %v but CEL errors: %v", e, in, q, evalErr)
-					continue
-				}
-				if want := out == types.True; (q == isTrue) != want {
-					t.Errorf("%s on %v: prefilter says %v, CEL says %v", e, in, q, out)
-				}
+				q := judge(fmt.Sprintf("on %v", in), func() *activation {
+					return &activation{tool: "Bash", surface: surface, session: "s0", input: in}
+				})
 				if q == isFalse {
 					ruledOut++
 				}
@@ -120,5 +100,38 @@ func TestRequiredLiterals(t *testing.T) {
 		if got := requiredLiterals(re); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("requiredLiterals(%q) = %q, want %q", re, got, want)
 		}
+	}
+}
+
+// prefilterJudge compiles when as rule i and returns a judge of calls: it asks the rule's
+// prefilter and, where that claims to know the answer, CEL, reports with t.Errorf every call
+// on which CEL errors or answers otherwise, and returns the prefilter's answer. act makes a
+// fresh activation of the call for each of the two (an activation keeps what it computed).
+func prefilterJudge(t *testing.T, i int, when string) func(call string, act func() *activation) tri {
+	t.Helper()
+	cr, errs := compileRule(i, Rule{Name: fmt.Sprintf("r%d", i), When: when, Action: Block, Reason: "r"})
+	if len(errs) > 0 {
+		t.Fatalf("%s: %v", when, errs)
+	}
+	prg, err := cr.program.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(call string, act func() *activation) tri {
+		t.Helper()
+		q := unknown
+		if cr.filter != nil {
+			q = cr.filter(act())
+		}
+		if q == unknown {
+			return q
+		}
+		out, _, evalErr := prg.Eval(act())
+		if evalErr != nil {
+			t.Errorf("%s %s: prefilter says %v but CEL errors: %v", when, call, q, evalErr)
+		} else if want := out == types.True; (q == isTrue) != want {
+			t.Errorf("%s %s: prefilter says %v, CEL says %v", when, call, q, out)
+		}
+		return q
 	}
 }
