@@ -104,11 +104,13 @@ type result struct {
 	exit           int
 }
 
-func runHook(t *testing.T, stdin []byte, env []string, args ...string) result {
+// execBinary runs bin with args and stdin, in env (this process's environment when nil), and
+// returns what it printed and its exit status.
+func execBinary(t *testing.T, bin string, stdin []byte, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(hookBin, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdin = bytes.NewReader(stdin)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -118,7 +120,12 @@ func runHook(t *testing.T, stdin []byte, env []string, args ...string) result {
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	r := result{stdout.String(), stderr.String(), exit}
+	return result{stdout.String(), stderr.String(), exit}
+}
+
+func runHook(t *testing.T, stdin []byte, env []string, args ...string) result {
+	t.Helper()
+	r := execBinary(t, hookBin, stdin, append([]string{"PATH=" + os.Getenv("PATH")}, env...), args...)
 	if strings.Contains(r.stdout+r.stderr, secret) {
 		t.Fatalf("the hook printed the tool input: %+v", r)
 	}

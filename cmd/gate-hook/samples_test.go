@@ -6,7 +6,6 @@ package main
 // under this package's tool-by-tool policy, whose prefilters rule most rules out.
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -248,18 +247,7 @@ func TestBinariesAgree(t *testing.T) {
 
 func runBinary(t *testing.T, bin string, stdin []byte, snapPath string) result {
 	t.Helper()
-	cmd := exec.Command(bin, "--snapshot", snapPath)
-	cmd.Stdin = bytes.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	exit := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		exit = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{stdout.String(), stderr.String(), exit}
+	return execBinary(t, bin, stdin, nil, "--snapshot", snapPath)
 }
 
 // TestHookLinksNoCEL: gate-hook as the images ship it does not link cel-go (under either module
