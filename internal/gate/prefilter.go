@@ -122,9 +122,9 @@ func (p *Prefilter) compileJunction() quick {
 		}
 	}
 	if p.Op == "and" {
-		return andOf(qs)
+		return decidedBy(qs, isFalse)
 	}
-	return orOf(qs)
+	return decidedBy(qs, isTrue)
 }
 
 // buildsView is 1 for a prefilter that may build the call's view to answer, 0 otherwise.
@@ -141,39 +141,39 @@ func (p *Prefilter) buildsView() int {
 	return 0
 }
 
-// andOf is false when any of qs is false, true when all are true, and unknown otherwise.
-func andOf(qs []quick) quick {
-	return func(a *activation) tri {
+// decidedBy is the three-valued and (decisive isFalse) or or (decisive isTrue) of qs, for
+// prefilters of a call and of an element alike: decisive when any of qs is, the other answer
+// when all are the other, unknown otherwise.
+func decidedBy[Q ~func(A) tri, A any](qs []Q, decisive tri) Q {
+	other := isTrue
+	if decisive == isTrue {
+		other = isFalse
+	}
+	return func(a A) tri {
 		all := true
 		for _, q := range qs {
 			switch q(a) {
-			case isFalse:
-				return isFalse
+			case decisive:
+				return decisive
 			case unknown:
 				all = false
 			}
 		}
 		if all {
-			return isTrue
+			return other
 		}
 		return unknown
 	}
 }
 
-// orOf is true when any of qs is true, false when all are false, and unknown otherwise.
-func orOf(qs []quick) quick {
-	return func(a *activation) tri {
-		all := true
-		for _, q := range qs {
-			switch q(a) {
-			case isTrue:
-				return isTrue
-			case unknown:
-				all = false
-			}
-		}
-		if all {
+// negated is the three-valued not of q.
+func negated[Q ~func(A) tri, A any](q Q) Q {
+	return func(a A) tri {
+		switch q(a) {
+		case isTrue:
 			return isFalse
+		case isFalse:
+			return isTrue
 		}
 		return unknown
 	}
@@ -187,15 +187,7 @@ func (p *Prefilter) compileNot() quick {
 	if q == nil {
 		return nil
 	}
-	return func(a *activation) tri {
-		switch q(a) {
-		case isTrue:
-			return isFalse
-		case isFalse:
-			return isTrue
-		}
-		return unknown
-	}
+	return negated(q)
 }
 
 // compilePredicate compiles a test of one string (eq, ne, contains, startsWith, endsWith,

@@ -271,7 +271,7 @@ func (p *Prefilter) compileElement(commands bool) elementQuick {
 }
 
 // compileElementLogic compiles the and, or and not of element prefilters, in the three-valued
-// logic of andOf, orOf and compileNot.
+// logic of the call's prefilters (decidedBy, negated).
 func (p *Prefilter) compileElementLogic(commands bool) elementQuick {
 	if len(p.Args) == 0 || (p.Op == opNot && len(p.Args) != 1) {
 		return nil
@@ -282,37 +282,13 @@ func (p *Prefilter) compileElementLogic(commands bool) elementQuick {
 			return nil
 		}
 	}
-	if p.Op == opNot {
-		q := qs[0]
-		return func(e element) tri {
-			switch q(e) {
-			case isTrue:
-				return isFalse
-			case isFalse:
-				return isTrue
-			}
-			return unknown
-		}
+	switch p.Op {
+	case opNot:
+		return negated(qs[0])
+	case "or":
+		return decidedBy(qs, isTrue)
 	}
-	decisive, other := isFalse, isTrue // and: one false decides, all true make it true
-	if p.Op == "or" {
-		decisive, other = isTrue, isFalse
-	}
-	return func(e element) tri {
-		all := true
-		for _, q := range qs {
-			switch q(e) {
-			case decisive:
-				return decisive
-			case unknown:
-				all = false
-			}
-		}
-		if all {
-			return other
-		}
-		return unknown
-	}
+	return decidedBy(qs, isFalse)
 }
 
 // elementString reads the string an element prefilter tests: the element of a list of strings
