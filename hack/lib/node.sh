@@ -25,7 +25,7 @@ EXT_NETNS="gate-ext"
 EXT_GATEWAY="198.18.40.1"
 EXT_ADDRS=(198.18.40.10 198.18.40.20 198.18.40.30 198.18.41.10 198.18.41.254)
 DNS_RECORDS=(api.anthropic.com=198.18.40.10 github.com=198.18.40.20 unlisted.example.org=198.18.40.30
-  managed-agents.fakes.svc.cluster.local=198.18.16.20)
+  managed-agents.fakes.svc.cluster.local=198.18.16.11)
 NODE_PROCS=(containerd kubelet kube-proxy kube-router kube-scheduler)
 
 node_dirs() {

@@ -24,7 +24,7 @@ var fakesYAML string
 // reaches it at FakeHostURL (kube-proxy routes the machine's own traffic to ClusterIPs too).
 const (
 	FakeBaseURL = "http://managed-agents.fakes.svc.cluster.local"
-	FakeHostURL = "http://198.18.16.20"
+	FakeHostURL = "http://198.18.16.11"
 )
 
 // DeployFakes runs the fake Managed Agents API as a pod behind its Service, accepting apiKey.
