@@ -128,7 +128,7 @@ func TestCallViewIsLazy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pf, _ := json.Marshal(prefilterOf(checked.NativeRep().Expr())); string(pf) != want {
+		if pf, _ := json.Marshal(prefilterOf(checked.Expr())); string(pf) != want {
 			t.Errorf("%s has the prefilter %s, want %s", e, pf, want)
 		}
 	}

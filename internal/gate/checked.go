@@ -11,6 +11,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common"
+	celast "cel.dev/cel-go/common/ast"
 	exprpb "google.golang.org/genproto/googleapis/api/expr/v1alpha1"
 	"google.golang.org/protobuf/proto"
 )
@@ -105,13 +106,18 @@ func (p *precompiled) load() {
 }
 
 // ast returns rule i's checked expression, or nil when the file does not have one to trust.
-func (p *precompiled) ast(i int, when string) *cel.Ast {
+// It is read with decodeCheckedWire, or, for what that reader does not take, with protobuf-go
+// as cel-go reads it.
+func (p *precompiled) ast(i int, when string) *celast.AST {
 	if p == nil {
 		return nil
 	}
 	p.once.Do(p.load)
 	if i < 0 || i >= len(p.entries) || len(p.entries[i]) == 0 {
 		return nil
+	}
+	if a, err := decodeCheckedWire(p.entries[i], when); err == nil && a.IsChecked() {
+		return a
 	}
 	var pb exprpb.CheckedExpr
 	if proto.Unmarshal(p.entries[i], &pb) != nil {
@@ -121,5 +127,5 @@ func (p *precompiled) ast(i int, when string) *cel.Ast {
 	if err != nil || !a.IsChecked() {
 		return nil
 	}
-	return a
+	return a.NativeRep()
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/ext"
 )
@@ -98,7 +99,8 @@ type lazyProgram struct {
 
 	checkOnce sync.Once
 	env       *cel.Env // the environment it was checked in (ruleEnvironment)
-	checked   *cel.Ast
+	checked   *cel.Ast // checked here from the source; nil when it came from the file
+	native    *celast.AST
 	checkErr  error
 
 	planOnce sync.Once
@@ -106,7 +108,9 @@ type lazyProgram struct {
 	planErr  error
 }
 
-func (l *lazyProgram) check() (*cel.Ast, error) {
+// check returns the rule's checked expression: from the checked rules file when it has a
+// usable one, else parsed and checked from the source.
+func (l *lazyProgram) check() (*celast.AST, error) {
 	l.checkOnce.Do(func() {
 		if l.checkPrecompiled() {
 			return
@@ -118,8 +122,11 @@ func (l *lazyProgram) check() (*cel.Ast, error) {
 		}
 		l.env = env
 		l.checked, l.checkErr = checkExpression(env, l.rule, parsed)
+		if l.checkErr == nil {
+			l.native = l.checked.NativeRep()
+		}
 	})
-	return l.checked, l.checkErr
+	return l.native, l.checkErr
 }
 
 // checkPrecompiled takes the rule's checked expression from the checked rules file when it
@@ -131,20 +138,20 @@ func (l *lazyProgram) checkPrecompiled() bool {
 		return false
 	}
 	env, err := baseEnvironment()
-	if err == nil && usesCallLibrary(checked.NativeRep().Expr()) {
+	if err == nil && usesCallLibrary(checked.Expr()) {
 		env, err = environment()
 	}
 	if err != nil {
 		return false
 	}
-	if out := checked.OutputType(); !out.IsExactType(cel.BoolType) && !out.IsExactType(cel.DynType) {
+	if out := checked.GetType(checked.Expr().ID()); !out.IsExactType(cel.BoolType) && !out.IsExactType(cel.DynType) {
 		return false
 	}
-	prg, err := env.Program(checked, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(CostLimit))
+	prg, err := env.PlanProgram(checked, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(CostLimit))
 	if err != nil {
 		return false
 	}
-	l.env, l.checked, l.prg = env, checked, prg
+	l.env, l.native, l.prg = env, checked, prg
 	return true
 }
 
@@ -158,7 +165,7 @@ func (l *lazyProgram) get() (cel.Program, error) {
 			l.planErr = err
 			return
 		}
-		l.prg, l.planErr = l.env.Program(checked, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(CostLimit))
+		l.prg, l.planErr = l.env.PlanProgram(checked, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(CostLimit))
 	})
 	return l.prg, l.planErr
 }
@@ -194,7 +201,7 @@ func (l *lazyProgram) derive() (quick, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pf := prefilterOf(checked.NativeRep().Expr()); pf != nil {
+	if pf := prefilterOf(checked.Expr()); pf != nil {
 		return pf.compile(), nil
 	}
 	return nil, nil
@@ -249,8 +256,8 @@ func compileSource(rules []Rule) ([]Rule, []*cel.Ast, FieldErrors) {
 			} else {
 				// check() is memoised: the prefilter comes from the same checked expression.
 				checked, _ := cr.program.check()
-				r.Prefilter = boundedPrefilter(prefilterOf(checked.NativeRep().Expr()), r.When)
-				asts[i] = checked
+				r.Prefilter = boundedPrefilter(prefilterOf(checked.Expr()), r.When)
+				asts[i] = cr.program.checked
 			}
 		}
 		out[i] = r

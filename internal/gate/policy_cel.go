@@ -54,7 +54,7 @@ func (p *Policy) planAll() {
 		if r.program != nil {
 			if _, err := r.program.get(); err != nil {
 				p.errs = append(p.errs, FieldError{fmt.Sprintf("spec.rules[%d].when", r.index), err.Error()})
-			} else if checked, _ := r.program.check(); usesIdent(checked.NativeRep().Expr(), varCaller) {
+			} else if checked, _ := r.program.check(); usesIdent(checked.Expr(), varCaller) {
 				p.readsCaller = true
 			}
 		}

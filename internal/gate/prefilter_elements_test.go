@@ -184,7 +184,7 @@ func TestElementPrefilterCompat(t *testing.T) {
 		t.Fatal(errs)
 	}
 	checked, _ := cr.program.check()
-	pf := boundedPrefilter(prefilterOf(checked.NativeRep().Expr()), long)
+	pf := boundedPrefilter(prefilterOf(checked.Expr()), long)
 	if b, _ := json.Marshal(pf); string(b) != `{"op":"exists","var":"call","field":"hosts"}` {
 		t.Errorf("a body too large to carry: prefilter %s", b)
 	}

@@ -44,7 +44,7 @@ func TestScreenAgreesWithPrefilters(t *testing.T) {
 			t.Fatalf("%s: %v", e, errs)
 		}
 		checked, _ := cr.program.check()
-		cr.Prefilter = prefilterOf(checked.NativeRep().Expr())
+		cr.Prefilter = prefilterOf(checked.Expr())
 		rules = append(rules, cr)
 		candidates = append(candidates, i)
 	}
