@@ -3,10 +3,14 @@
 package gate
 
 import (
-	"encoding/json"
+	"bytes"
+	"encoding/base64"
+	"fmt"
 	"os"
 	"runtime/debug"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"cel.dev/cel-go/cel"
@@ -27,15 +31,59 @@ import (
 
 // checkedFormat names the file's format and the environment the expressions were checked in;
 // it changes when either does, so files written for another never match.
-const checkedFormat = "gate.intutic.io/checked-rules/v1"
+const checkedFormat = "gate.intutic.io/checked-rules/v2"
 
+// The file is text, one field per line, so a rule's entry is found without decoding the others
+// (a JSON form cost gate-hook-cel 0.4 ms to decode, measured, for 100 rules):
+//
+//	gate.intutic.io/checked-rules/v2
+//	cel <cel-go version>
+//	snapshot <the snapshot's digest>
+//	rules <how many>
+//	<one line per rule, in the snapshot's order: its serialized
+//	 google.api.expr.v1alpha1.CheckedExpr in standard base64, or "-" for a rule without a when>
 type checkedFile struct {
-	Format         string `json:"format"`
-	CEL            string `json:"cel"`
-	SnapshotDigest string `json:"snapshotDigest"`
-	// Rules are the serialized google.api.expr.v1alpha1.CheckedExpr of each rule, in the
-	// snapshot's order; null for a rule without a when.
-	Rules [][]byte `json:"rules"`
+	CEL            string
+	SnapshotDigest string
+	// Rules are the serialized CheckedExprs in base64, nil for a rule without a when.
+	Rules [][]byte
+}
+
+func (f *checkedFile) encode() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s\ncel %s\nsnapshot %s\nrules %d\n", checkedFormat, f.CEL, f.SnapshotDigest, len(f.Rules))
+	for _, r := range f.Rules {
+		if r == nil {
+			b.WriteString("-\n")
+			continue
+		}
+		b.Write(r)
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+// parseCheckedFile reads the header and splits the entries, without decoding them; ok is false
+// when the file is not in this format.
+func parseCheckedFile(data []byte) (f checkedFile, ok bool) {
+	lines := bytes.Split(data, []byte("\n"))
+	if len(lines) < 5 || string(lines[0]) != checkedFormat || len(lines[len(lines)-1]) != 0 {
+		return checkedFile{}, false
+	}
+	cel, ok1 := bytes.CutPrefix(lines[1], []byte("cel "))
+	digest, ok2 := bytes.CutPrefix(lines[2], []byte("snapshot "))
+	n, ok3 := bytes.CutPrefix(lines[3], []byte("rules "))
+	entries := lines[4 : len(lines)-1]
+	if !ok1 || !ok2 || !ok3 || string(n) != strconv.Itoa(len(entries)) {
+		return checkedFile{}, false
+	}
+	f = checkedFile{CEL: string(cel), SnapshotDigest: string(digest), Rules: entries}
+	for i, e := range entries {
+		if string(e) == "-" {
+			f.Rules[i] = nil
+		}
+	}
+	return f, true
 }
 
 // celVersion is the cel-go module version this binary is built with ("unknown" when the
@@ -60,7 +108,10 @@ func encodeChecked(digest string, checked []*cel.Ast) ([]byte, error) {
 	if !slices.ContainsFunc(checked, func(a *cel.Ast) bool { return a != nil }) {
 		return nil, nil
 	}
-	f := checkedFile{Format: checkedFormat, CEL: celVersion(), SnapshotDigest: digest, Rules: make([][]byte, len(checked))}
+	f := checkedFile{CEL: celVersion(), SnapshotDigest: digest, Rules: make([][]byte, len(checked))}
+	if strings.ContainsAny(f.CEL+f.SnapshotDigest, "\n\r") {
+		return nil, fmt.Errorf("the checked rules file cannot carry %q and %q on one line each", f.CEL, f.SnapshotDigest)
+	}
 	opts := proto.MarshalOptions{Deterministic: true}
 	for i, a := range checked {
 		if a == nil {
@@ -70,11 +121,13 @@ func encodeChecked(digest string, checked []*cel.Ast) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if f.Rules[i], err = opts.Marshal(pb); err != nil {
+		b, err := opts.Marshal(pb)
+		if err != nil {
 			return nil, err
 		}
+		f.Rules[i] = base64.StdEncoding.AppendEncode(nil, b)
 	}
-	return json.Marshal(&f)
+	return f.encode(), nil
 }
 
 // precompiled is the checked rules file beside a snapshot loaded from a file, read on first
@@ -85,7 +138,7 @@ type precompiled struct {
 	rules  int
 
 	once    sync.Once
-	entries [][]byte
+	entries [][]byte // in base64
 }
 
 func newPrecompiled(path string, s *Snapshot) *precompiled {
@@ -97,9 +150,8 @@ func (p *precompiled) load() {
 	if err != nil {
 		return
 	}
-	var f checkedFile
-	if json.Unmarshal(data, &f) != nil || f.Format != checkedFormat || f.CEL != celVersion() ||
-		f.SnapshotDigest != p.digest || len(f.Rules) != p.rules {
+	f, ok := parseCheckedFile(data)
+	if !ok || f.CEL != celVersion() || f.SnapshotDigest != p.digest || len(f.Rules) != p.rules {
 		return
 	}
 	p.entries = f.Rules
@@ -116,11 +168,15 @@ func (p *precompiled) ast(i int, when string) *celast.AST {
 	if i < 0 || i >= len(p.entries) || len(p.entries[i]) == 0 {
 		return nil
 	}
-	if a, err := decodeCheckedWire(p.entries[i], when); err == nil && a.IsChecked() {
+	b, err := base64.StdEncoding.AppendDecode(nil, p.entries[i])
+	if err != nil {
+		return nil
+	}
+	if a, err := decodeCheckedWire(b, when); err == nil && a.IsChecked() {
 		return a
 	}
 	var pb exprpb.CheckedExpr
-	if proto.Unmarshal(p.entries[i], &pb) != nil {
+	if proto.Unmarshal(b, &pb) != nil {
 		return nil
 	}
 	a, err := cel.CheckedExprToAstWithSource(&pb, common.NewTextSource(when))

@@ -1,7 +1,7 @@
 package gate
 
 import (
-	"encoding/json"
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -108,32 +108,30 @@ func TestCheckedRulesAgree(t *testing.T) {
 	if err != nil || other.Digest == s.Digest {
 		t.Fatalf("another snapshot: %v", err)
 	}
-	var f checkedFile
-	if err := json.Unmarshal(checked, &f); err != nil {
-		t.Fatal(err)
+	f, ok := parseCheckedFile(checked)
+	if !ok {
+		t.Fatalf("the checked rules file does not parse:\n%s", checked)
 	}
-	encode := func(f checkedFile) []byte {
-		b, err := json.Marshal(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+	if !bytes.Equal(f.encode(), checked) {
+		t.Fatal("the checked rules file does not encode back to itself")
 	}
-	format, version, badEntry := f, f, f
-	format.Format = "gate.intutic.io/checked-rules/v0"
+	version, badEntry := f, f
 	version.CEL = "v0.0.1"
 	badEntry.Rules = append([][]byte{}, f.Rules...)
-	badEntry.Rules[0] = []byte("not a CheckedExpr")
+	badEntry.Rules[0] = []byte("bm90IGEgQ2hlY2tlZEV4cHI=") // base64 of "not a CheckedExpr"
+	format := bytes.Replace(checked, []byte(checkedFormat), []byte("gate.intutic.io/checked-rules/v1"), 1)
+	truncated := checked[:bytes.LastIndexByte(checked[:len(checked)-1], '\n')+1]
 	for _, c := range []struct {
 		name    string
 		checked []byte
 		checks  int64 // expressions compiled from their source
 	}{
 		{"another snapshot's", otherChecked, -1},
-		{"another format", encode(format), -1},
-		{"another cel-go", encode(version), -1},
-		{"not JSON", []byte("{"), -1},
-		{"a bad entry", encode(badEntry), 1},
+		{"another format", format, -1},
+		{"another cel-go", version.encode(), -1},
+		{"not this format", []byte("{"), -1},
+		{"an entry short", truncated, -1},
+		{"a bad entry", badEntry.encode(), 1},
 	} {
 		got, checks := decideFromFile(t, writeBundle(t, data, c.checked))
 		same(c.name, got)
