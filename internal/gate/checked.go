@@ -70,14 +70,14 @@ func parseCheckedFile(data []byte) (f checkedFile, ok bool) {
 	if len(lines) < 5 || string(lines[0]) != checkedFormat || len(lines[len(lines)-1]) != 0 {
 		return checkedFile{}, false
 	}
-	cel, ok1 := bytes.CutPrefix(lines[1], []byte("cel "))
+	version, ok1 := bytes.CutPrefix(lines[1], []byte("cel "))
 	digest, ok2 := bytes.CutPrefix(lines[2], []byte("snapshot "))
 	n, ok3 := bytes.CutPrefix(lines[3], []byte("rules "))
 	entries := lines[4 : len(lines)-1]
 	if !ok1 || !ok2 || !ok3 || string(n) != strconv.Itoa(len(entries)) {
 		return checkedFile{}, false
 	}
-	f = checkedFile{CEL: string(cel), SnapshotDigest: string(digest), Rules: entries}
+	f = checkedFile{CEL: string(version), SnapshotDigest: string(digest), Rules: entries}
 	for i, e := range entries {
 		if string(e) == "-" {
 			f.Rules[i] = nil
