@@ -273,12 +273,14 @@ func (m *member) write(lease *coordinationv1.Lease, entries map[string]string) {
 }
 
 // leave removes this replica's entry, so the others take its sessions at their next renewal
-// rather than after Expiry.
+// rather than after Expiry. Every other member writes the same Lease each Renew, so an update
+// can lose to theirs several times running: it tries again until leaveTimeout, not a fixed
+// number of times.
 func (m *member) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 	defer cancel()
 	leases := m.o.Leases.Leases(m.o.Namespace)
-	for range renewAttempts {
+	for ctx.Err() == nil {
 		lease, err := leases.Get(ctx, m.o.Name, metav1.GetOptions{})
 		if err != nil {
 			m.o.Log.Error(err, "leaving the members: the others take over when the entry expires", "lease", m.o.Name)
@@ -297,4 +299,5 @@ func (m *member) leave() {
 			return
 		}
 	}
+	m.o.Log.Error(ctx.Err(), "leaving the members: every update lost to another member's; the others take over when the entry expires", "lease", m.o.Name)
 }
