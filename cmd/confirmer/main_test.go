@@ -120,10 +120,13 @@ func TestConfirmerAnswersSessions(t *testing.T) {
 		}
 	}
 
-	resp, err := http.Get("http://" + addr + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The session watchers start before the server listens: confirmations do not prove the
+	// port is bound yet.
+	var resp *http.Response
+	testutil.Eventually(t, 15*time.Second, func() (err error) {
+		resp, err = http.Get("http://" + addr + "/readyz")
+		return err
+	})
 	var ready map[string]any
 	err = json.NewDecoder(resp.Body).Decode(&ready)
 	resp.Body.Close()

@@ -24,8 +24,10 @@ import (
 )
 
 // approvalDeadline is the human-approval deadline of the approval replicas: long enough to
-// create and answer the approvals, short enough to watch the others expire.
-const approvalDeadline = 10 * time.Second
+// create and answer the approvals (two replicas started, one restarted, a third joining, 24
+// approvals written, under -race and beside the other test packages), short enough to watch
+// the others expire.
+const approvalDeadline = 20 * time.Second
 
 // approvalReplica is a confirmer replica with the human lane: its shard, confirmer, session
 // watcher, ToolApproval cache and watch, and Event recorder, running until stopped.
@@ -187,7 +189,7 @@ func TestApprovalsReachSessionsOnce(t *testing.T) {
 		got := confirmations(t, f, id) // fails on a call confirmed twice
 		c := calls[id]
 		if got[c[0]] != "allow" || got[c[1]] != "deny:[Intutic Governance] BLOCKED: a human denied this call: not on a Friday" ||
-			got[c[2]] != "deny:[Intutic Governance] BLOCKED: no human approved this call within 10s (deploys need a human)" || got[c[3]] != "allow" {
+			got[c[2]] != fmt.Sprintf("deny:[Intutic Governance] BLOCKED: no human approved this call within %s (deploys need a human)", approvalDeadline) || got[c[3]] != "allow" {
 			t.Errorf("%s: confirmations %v", id, got)
 		}
 		for i, want := range wantStates {
