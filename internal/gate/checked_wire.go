@@ -119,13 +119,13 @@ func decodeCheckedWire(b []byte, when string) (*celast.AST, error) {
 		}
 		switch num {
 		case 2: // reference_map
-			return mapEntry(val, func(id int64, v []byte) error {
+			return mapEntry(val, protowire.BytesType, func(id int64, v []byte, _ uint64) error {
 				r, err := d.reference(v)
 				refs[id] = r
 				return err
 			})
 		case 3: // type_map
-			return mapEntry(val, func(id int64, v []byte) error {
+			return mapEntry(val, protowire.BytesType, func(id int64, v []byte, _ uint64) error {
 				t, err := d.typ(v, 0)
 				typesOf[id] = t
 				return err
@@ -161,25 +161,27 @@ func decodeCheckedWire(b []byte, when string) (*celast.AST, error) {
 	return a, nil
 }
 
-// mapEntry reads a map<int64, message> entry: key 1, value 2.
-func mapEntry(b []byte, f func(key int64, val []byte) error) error {
+// mapEntry reads an entry of a map<int64, V>: key 1, value 2 of wire type valueType, handed
+// to f as its bytes (nil when absent) or its varint (0 when absent).
+func mapEntry(b []byte, valueType protowire.Type, f func(key int64, val []byte, v uint64) error) error {
 	var key int64
 	var val []byte
-	err := fields(b, nil, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
+	var x uint64
+	err := fields(b, nil, func(num protowire.Number, typ protowire.Type, bytes []byte, varint uint64) error {
 		switch num {
 		case 1:
-			key = int64(x)
+			key = int64(varint)
 			return want(typ, protowire.VarintType)
 		case 2:
-			val = v
-			return want(typ, protowire.BytesType)
+			val, x = bytes, varint
+			return want(typ, valueType)
 		}
 		return errWire
 	})
 	if err != nil {
 		return err
 	}
-	return f(key, val)
+	return f(key, val, x)
 }
 
 type wireDecoder struct {
@@ -198,8 +200,9 @@ func (d *wireDecoder) reference(b []byte) (*celast.ReferenceInfo, error) {
 			return text(val, &r.Name)
 		case 3:
 			var id string
+			err := text(val, &id)
 			r.OverloadIDs = append(r.OverloadIDs, id)
-			return text(val, &r.OverloadIDs[len(r.OverloadIDs)-1])
+			return err
 		case 4:
 			v, err := constant(val)
 			r.Value = v
@@ -344,31 +347,30 @@ func (d *wireDecoder) compositeType(num protowire.Number, typ protowire.Type, va
 // abstract_type {name 1, parameter_types 2 (repeated)}.
 func (d *wireDecoder) parameterizedType(num protowire.Number, val []byte, depth int) (*types.Type, error) {
 	var name string
-	var params []*types.Type
-	var present [3]bool
+	var params []*types.Type   // abstract_type's parameter_types
+	var byField [3]*types.Type // list_type's and map_type's fields
 	err := fields(val, func(n protowire.Number) bool { return num == 14 && n == 2 }, func(n protowire.Number, t protowire.Type, v []byte, _ uint64) error {
 		if t != protowire.BytesType || n < 1 || n > 2 || (num == 6 && n != 1) {
 			return errWire
 		}
-		present[n] = true
 		if num == 14 && n == 1 {
 			return text(v, &name)
 		}
 		p, err := d.typ(v, depth+1)
-		if num == 7 && n == 1 { // the key goes first, whatever the order on the wire
-			params = append([]*types.Type{p}, params...)
-		} else {
+		if num == 14 {
 			params = append(params, p)
+		} else {
+			byField[n] = p
 		}
 		return err
 	})
 	switch {
 	case err != nil:
 		return nil, err
-	case num == 6 && present[1]:
-		return types.NewListType(params[0]), nil
-	case num == 7 && present[1] && present[2]:
-		return types.NewMapType(params[0], params[1]), nil
+	case num == 6 && byField[1] != nil:
+		return types.NewListType(byField[1]), nil
+	case num == 7 && byField[1] != nil && byField[2] != nil:
+		return types.NewMapType(byField[1], byField[2]), nil
 	case num == 14:
 		return types.NewOpaqueType(name, params...), nil
 	}
@@ -722,26 +724,15 @@ func (d *wireDecoder) sourceInfo(b []byte, src common.Source) (*celast.SourceInf
 			if err := want(t, protowire.BytesType); err != nil {
 				return err
 			}
-			var id int64
-			var offset int32
-			err := fields(v, nil, func(n protowire.Number, t protowire.Type, _ []byte, x uint64) error {
-				switch n {
-				case 1:
-					id = int64(x)
-				case 2:
-					offset = int32(x)
-				default:
-					return errWire
-				}
-				return want(t, protowire.VarintType)
+			return mapEntry(v, protowire.VarintType, func(id int64, _ []byte, x uint64) error {
+				info.SetOffsetRange(id, celast.OffsetRange{Start: int32(x), Stop: int32(x)})
+				return nil
 			})
-			info.SetOffsetRange(id, celast.OffsetRange{Start: offset, Stop: offset})
-			return err
 		case 5: // macro_calls: map<int64, Expr>
 			if err := want(t, protowire.BytesType); err != nil {
 				return err
 			}
-			return mapEntry(v, func(id int64, call []byte) error {
+			return mapEntry(v, protowire.BytesType, func(id int64, call []byte, _ uint64) error {
 				e, err := d.exprOrUnspecified(call, call != nil, 0)
 				if err == nil {
 					info.SetMacroCall(id, e)
