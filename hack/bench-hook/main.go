@@ -167,10 +167,9 @@ func installCopy(bin, dir string) string {
 	}
 	out := filepath.Join(dir, filepath.Base(bin))
 	cp(bin, out)
-	if sibling := filepath.Join(filepath.Dir(bin), "gate-hook-cel"); filepath.Base(bin) != "gate-hook-cel" {
-		if _, err := os.Stat(sibling); err == nil {
-			cp(sibling, filepath.Join(dir, "gate-hook-cel"))
-		}
+	sibling := filepath.Join(filepath.Dir(bin), "gate-hook-cel")
+	if _, err := os.Stat(sibling); err == nil && filepath.Base(bin) != "gate-hook-cel" {
+		cp(sibling, filepath.Join(dir, "gate-hook-cel"))
 	}
 	return out
 }
