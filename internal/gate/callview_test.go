@@ -9,10 +9,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// readmeCallRules are the example rules of the README's section on the call's view.
+// readmeCallRules are the example rules of the section on the call's view in
+// docs/policy-language.md.
 func readmeCallRules(t *testing.T) []Rule {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/policy-language.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,7 +21,7 @@ func readmeCallRules(t *testing.T) []Rule {
 	_, block, ok2 := strings.Cut(section, "```yaml\n")
 	block, _, ok3 := strings.Cut(block, "```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal("the README has no yaml block in its section on the call's view")
+		t.Fatal("docs/policy-language.md has no yaml block in its section on the call's view")
 	}
 	var doc struct {
 		Rules []Rule `json:"rules"`
