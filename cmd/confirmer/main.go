@@ -26,6 +26,7 @@ import (
 	"github.com/intutic/gate-operator/internal/anthropic"
 	"github.com/intutic/gate-operator/internal/confirm"
 	"github.com/intutic/gate-operator/internal/confirmerconfig"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gateapi"
 )
@@ -60,12 +61,13 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(liveHeapMetrics)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := confirm.NewMetrics(reg)
+	decisions := decisionlog.New(log, reg) // one record of every decision, on every surface
 
 	g := gate.New(o.Workspace)
 	reloader := &confirm.Reloader{Gate: g, Path: o.Snapshot, Workspace: o.Workspace, Log: log.WithName("snapshot"), Metrics: metrics}
 	_ = reloader.Load() // until a snapshot verifies, every call is refused and /readyz says why
 
-	api := &gateapi.API{Gate: g, Reloader: reloader, HarnessSettings: o.HarnessSettings, Metrics: metrics, Gatherer: reg, Log: log.WithName("gate")}
+	api := &gateapi.API{Gate: g, Reloader: reloader, HarnessSettings: o.HarnessSettings, Decisions: decisions.Named("gate"), Gatherer: reg, Log: log.WithName("gate")}
 
 	var kube, reviews kubernetes.Interface
 	var kcfg *rest.Config
@@ -102,7 +104,8 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 		if err != nil {
 			return err
 		}
-		confirmer = &confirm.Confirmer{Client: client, Gate: g, Deadline: o.HumanApprovalDeadline, Log: log.WithName("confirmer"), Metrics: metrics, Approvals: approvals}
+		confirmer = &confirm.Confirmer{Client: client, Gate: g, Deadline: o.HumanApprovalDeadline, Log: log.WithName("confirmer"),
+			Decisions: decisions.Named("confirmer"), Metrics: metrics, Approvals: approvals}
 		if o.MembersLease != "" {
 			confirmer.Shard = confirm.NewShard(identity(o))
 		}

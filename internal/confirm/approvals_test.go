@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -128,8 +129,8 @@ func TestApprovalAnswersTheCall(t *testing.T) {
 	c := newConfirmer(t, f)
 	c.Approvals = a
 	now := time.Now()
-	c.Now = func() time.Time { return now }
-	a.Now = c.Now
+	clk := testingclock.NewFakePassiveClock(now)
+	c.Clock, a.Now = clk, clk.Now
 
 	// An object squatting the last call's name, for another policy, already "Approved".
 	squat := a.object(ApprovalRequest{Surface: gatev1.SurfaceManagedAgents, Session: "sesn_a", ToolUseID: ids[4], Tool: "mcp__deploy__run", ExpiresAt: now.Add(time.Hour)})
@@ -169,6 +170,7 @@ func TestApprovalAnswersTheCall(t *testing.T) {
 	}
 
 	now = now.Add(16 * time.Minute)
+	clk.SetTime(now)
 	if out, err = c.AnswerSession(ctx, "sesn_a"); err != nil || out.Confirmed != 3 || out.Held != 0 {
 		t.Fatalf("%+v %v", out, err)
 	}
@@ -180,7 +182,7 @@ func TestApprovalAnswersTheCall(t *testing.T) {
 	}
 	// A restarted confirmer sends nothing more.
 	c2 := newConfirmer(t, f)
-	c2.Approvals, c2.Now = a, c.Now
+	c2.Approvals, c2.Clock = a, c.Clock
 	if out, err := c2.AnswerSession(ctx, "sesn_a"); err != nil || out.Confirmed != 0 {
 		t.Fatalf("restart: %+v %v", out, err)
 	}
@@ -217,7 +219,8 @@ func TestApprovalFaultsDeny(t *testing.T) {
 	c := newConfirmer(t, f)
 	c.Approvals = a
 	now := time.Now()
-	c.Now = func() time.Time { return now }
+	clk := testingclock.NewFakePassiveClock(now)
+	c.Clock = clk
 	for range 3 {
 		if out, err := c.AnswerSession(ctx, "sesn_f"); err != nil || out.Held != 1 || out.Confirmed != 0 {
 			t.Fatalf("%+v %v", out, err)
@@ -227,6 +230,7 @@ func TestApprovalFaultsDeny(t *testing.T) {
 		t.Fatalf("the creation was tried %d times, want once per pass", creates)
 	}
 	now = now.Add(15 * time.Minute)
+	clk.SetTime(now)
 	if out, err := c.AnswerSession(ctx, "sesn_f"); err != nil || out.Confirmed != 1 {
 		t.Fatalf("%+v %v", out, err)
 	}
@@ -248,8 +252,8 @@ func TestExpireLosesToAnEarlierAnswer(t *testing.T) {
 	c := newConfirmer(t, f)
 	c.Approvals = a
 	now := time.Now()
-	c.Now = func() time.Time { return now }
-	a.Now = c.Now
+	clk := testingclock.NewFakePassiveClock(now)
+	c.Clock, a.Now = clk, clk.Now
 	if _, err := c.AnswerSession(ctx, "sesn_e"); err != nil {
 		t.Fatal(err)
 	}
@@ -258,6 +262,7 @@ func TestExpireLosesToAnEarlierAnswer(t *testing.T) {
 	stale.stale[n0] = getApproval(ctx, t, cl, n0) // the cache still has it Pending
 	answerApproval(ctx, t, cl, n0, gatev1.ApprovalApproved, "alice", "", now.Add(14*time.Minute))
 	now = now.Add(15 * time.Minute)
+	clk.SetTime(now)
 	if _, err := c.AnswerSession(ctx, "sesn_e"); err != nil {
 		t.Fatal(err)
 	}
@@ -307,9 +312,10 @@ func TestConsoleFirstAndLateExpired(t *testing.T) {
 	f := newFake(t)
 	ids := f.AddSession("sesn_c", "agent_1", deploy(), deploy())
 	now := time.Now()
-	a.Now = func() time.Time { return now }
+	clk := testingclock.NewFakePassiveClock(now)
+	a.Now = clk.Now
 	first := newConfirmer(t, f)
-	first.Approvals, first.Now = a, a.Now
+	first.Approvals, first.Clock = a, clk
 	if out, err := first.AnswerSession(ctx, "sesn_c"); err != nil || out.Held != 2 {
 		t.Fatalf("%+v %v", out, err)
 	}
@@ -318,7 +324,7 @@ func TestConsoleFirstAndLateExpired(t *testing.T) {
 	}
 
 	restarted := newConfirmer(t, f)
-	restarted.Approvals, restarted.Now = a, a.Now
+	restarted.Approvals, restarted.Clock = a, clk
 	if out, err := restarted.AnswerSession(ctx, "sesn_c"); err != nil || out.Confirmed != 0 || out.Held != 1 {
 		t.Fatalf("%+v %v", out, err)
 	}
@@ -331,6 +337,7 @@ func TestConsoleFirstAndLateExpired(t *testing.T) {
 
 	failWrites = true
 	now = now.Add(16 * time.Minute)
+	clk.SetTime(now)
 	if out, err := restarted.AnswerSession(ctx, "sesn_c"); err != nil || out.Confirmed != 1 {
 		t.Fatalf("%+v %v", out, err)
 	}

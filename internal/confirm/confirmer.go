@@ -9,24 +9,26 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/anthropic"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
 // Confirmer answers the pending tool calls of Managed Agents sessions through the gate.
 type Confirmer struct {
 	Client *anthropic.Client
-	Gate   Decider
+	Gate   *gate.Gate
 	// Deadline is how long an Ask verdict waits for a human before the call is denied.
 	Deadline time.Duration
 	Log      logr.Logger
-	// Now is replaced by tests.
-	Now func() time.Time
-	// Audit receives every decision the confirmer makes; nil logs only.
-	Audit func(AuditRecord)
-	// Metrics, when set, counts decisions, confirmations, API errors and held calls.
+	// Clock tells the time of the deadlines; nil is the real clock.
+	Clock clock.PassiveClock
+	// Decisions, when set, records every decision the confirmer makes (decisionlog).
+	Decisions *decisionlog.Recorder
+	// Metrics, when set, counts confirmations, API errors and held calls.
 	Metrics *Metrics
 	// Shard, when set, is this replica's part of the sessions: a session of another replica is
 	// not answered (ErrNotOwned). Nil answers every session.
@@ -277,16 +279,12 @@ func (c *Confirmer) decideCall(ctx context.Context, sessionID string, e anthropi
 		return anthropic.ToolConfirmation{}, nil, err
 	}
 	call := &gate.Call{Tool: e.Name, Server: e.MCPServerName, Surface: gate.SurfaceManagedAgents, Session: sessionID, Caller: caller}
-	g := c.Gate
+	var g decisionlog.Gate = c.Gate
 	if e.Type == anthropic.TypeMCPToolUse && e.MCPServerName == "" {
 		// An MCP call that names no server would be judged as the built-in tool of its name.
-		g = refused(gate.Refuse(gate.CodeInputInvalid, "an MCP tool call names no MCP server"))
+		g = decisionlog.Refusal(gate.Refuse(gate.CodeInputInvalid, "an MCP tool call names no MCP server"))
 	}
-	d, rec := DecideRaw(g, c.Metrics, c.Log, call, e.Input, "toolUseId", e.ID)
-	if c.Audit != nil {
-		rec.ToolUseID = e.ID
-		c.Audit(rec)
-	}
+	d := c.Decisions.EvaluateRaw(g, call, e.Input, decisionlog.Origin{ToolUseID: e.ID})
 	switch d.Verdict {
 	case gate.Allow:
 		return anthropic.Confirm(e.ID, true, ""), nil, nil
@@ -346,8 +344,8 @@ func (c *Confirmer) alreadyAnswered(ctx context.Context, sessionID, toolUseID st
 }
 
 func (c *Confirmer) now() time.Time {
-	if c.Now != nil {
-		return c.Now()
+	if c.Clock != nil {
+		return c.Clock.Now()
 	}
 	return time.Now()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/intutic/gate-operator/internal/anthropic"
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
@@ -108,7 +109,8 @@ func TestAskDeadline(t *testing.T) {
 	ids := f.AddSession("sesn_d", "agent_1", anthropictest.ToolUse{Type: "agent.mcp_tool_use", MCPServer: "deploy", Name: "run", Permission: "ask"})
 	c := newConfirmer(t, f)
 	now := time.Now()
-	c.Now = func() time.Time { return now }
+	clk := testingclock.NewFakePassiveClock(now)
+	c.Clock = clk
 	out, err := c.AnswerSession(context.Background(), "sesn_d")
 	if err != nil || out.Held != 1 {
 		t.Fatalf("%+v %v", out, err)
@@ -116,7 +118,7 @@ func TestAskDeadline(t *testing.T) {
 	if d := out.NextDeadline.Sub(now); d > 15*time.Minute || d < 14*time.Minute {
 		t.Fatalf("deadline in %s, want about 15m from the call", d)
 	}
-	now = out.NextDeadline.Add(time.Second)
+	clk.SetTime(out.NextDeadline.Add(time.Second))
 	if out, err = c.AnswerSession(context.Background(), "sesn_d"); err != nil || out.Confirmed != 1 {
 		t.Fatalf("%+v %v", out, err)
 	}

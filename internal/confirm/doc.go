@@ -8,15 +8,14 @@
 //   - the Shard (shard.go): this replica's part of the sessions when replicas share them, by
 //     rendezvous hashing over the live members, which internal/confirm/membership keeps in a
 //     Lease;
-//   - Decide and DecideRaw (decide.go): the one place a decision is timed, counted and
-//     audited, on every surface;
 //   - the human lane (approvals.go, approvalcalls.go, approvalwatch.go): a ToolApproval for
 //     every call the gate sends to a human, its answer sent to the session once, Expired at
 //     the deadline, AnsweredInRuntime when the runtime's console answered first;
 //   - the Reloader (reload.go), which keeps the gate on the mounted policy snapshot;
-//   - the Prometheus metrics of decisions, confirmations and reloads (metrics.go).
+//   - the Prometheus metrics of confirmations, reloads and approvals (metrics.go).
 //
-// It speaks to the Sessions API only through internal/anthropic, and serves nothing over
-// HTTP: the gate HTTP API and the webhook receiver are internal/gateapi, which imports this
-// package. cmd/confirmer wires the two.
+// Its decisions are timed, counted and recorded by internal/decisionlog's Recorder, as the gate
+// HTTP API's are. It speaks to the Sessions API only through internal/anthropic, and serves
+// nothing over HTTP: the gate HTTP API and the webhook receiver are internal/gateapi, which
+// imports this package. cmd/confirmer wires the two.
 package confirm

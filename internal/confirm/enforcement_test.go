@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
 
@@ -28,11 +29,10 @@ func TestConfirmerAuditedBlockIsAllowed(t *testing.T) {
 		mu    sync.Mutex
 		lines []string
 	)
-	c.Log = funcr.New(func(_, args string) { mu.Lock(); lines = append(lines, args); mu.Unlock() }, funcr.Options{})
+	log := funcr.New(func(_, args string) { mu.Lock(); lines = append(lines, args); mu.Unlock() }, funcr.Options{})
 	reg := prometheus.NewRegistry()
-	c.Metrics = NewMetrics(reg)
-	var audit []AuditRecord
-	c.Audit = func(r AuditRecord) { audit = append(audit, r) }
+	var decided decisionlog.Memory
+	c.Decisions = decisionlog.New(log, reg, &decided)
 
 	out, err := c.AnswerSession(context.Background(), "sesn_a")
 	if err != nil {
@@ -42,10 +42,11 @@ func TestConfirmerAuditedBlockIsAllowed(t *testing.T) {
 	if got[ids[0]] != "allow" || got[ids[1]] != "allow" || out.Held != 0 {
 		t.Fatalf("confirmations %v, held %d: want both allowed, none held", got, out.Held)
 	}
+	audit := decided.Records()
 	if len(audit) != 2 {
 		t.Fatalf("audit %+v", audit)
 	}
-	for i, want := range []AuditRecord{
+	for i, want := range []decisionlog.Record{
 		{Verdict: "Allow", Mode: "audit", WouldVerdict: "Block", WouldRule: "no-root-rm", WouldCode: "destructive_command", WouldReason: "destructive command on the root filesystem"},
 		{Verdict: "Allow", Mode: "audit", WouldVerdict: "Ask", WouldRule: "deploys-need-human", WouldReason: "deploys need a human"},
 	} {
@@ -56,10 +57,10 @@ func TestConfirmerAuditedBlockIsAllowed(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	log := strings.Join(lines, "\n")
+	logged := strings.Join(lines, "\n")
 	mu.Unlock()
-	if !strings.Contains(log, `"verdict"="Allow" "mode"="audit"`) || !strings.Contains(log, `"wouldVerdict"="Block" "wouldRule"="no-root-rm"`) {
-		t.Fatalf("no would-block audit line in:\n%s", log)
+	if !strings.Contains(logged, `"verdict"="Allow" "mode"="audit"`) || !strings.Contains(logged, `"wouldVerdict"="Block" "wouldRule"="no-root-rm"`) {
+		t.Fatalf("no would-block audit line in:\n%s", logged)
 	}
 	for series, want := range map[string]float64{
 		`gate_decisions_total{mode="audit",surface="managed-agents",verdict="Allow"}`:   2,

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
@@ -19,8 +22,8 @@ func TestConfirmerUndecodableInputIsDenied(t *testing.T) {
 		Input: map[string]any{"file_path": "/etc/cron.d/x", "content": "x", "n": json.RawMessage("1e999")}})
 	c := newConfirmer(t, f)
 	c.Gate = gatetest.NoEtcWrites(t)
-	var audit []AuditRecord
-	c.Audit = func(r AuditRecord) { audit = append(audit, r) }
+	var decided decisionlog.Memory
+	c.Decisions = decisionlog.New(logr.Discard(), nil, &decided)
 	if _, err := c.AnswerSession(context.Background(), "sesn_x"); err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +31,7 @@ func TestConfirmerUndecodableInputIsDenied(t *testing.T) {
 	if !strings.HasPrefix(got, "deny:"+gate.RefusalPrefix+"the tool input") {
 		t.Fatalf("confirmation %q, want a deny with the refusal message", got)
 	}
-	if len(audit) != 1 || audit[0].Code != gate.CodeInputInvalid || audit[0].Verdict != "Block" {
+	if audit := decided.Records(); len(audit) != 1 || audit[0].Code != gate.CodeInputInvalid || audit[0].Verdict != "Block" {
 		t.Fatalf("audit %+v", audit)
 	}
 }

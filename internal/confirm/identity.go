@@ -17,7 +17,7 @@ import (
 // starts reading caller between the check and the decision sees the agent of that one call as
 // unknown, the case every identity rule must already allow for.)
 func (c *Confirmer) callerOf(ctx context.Context, sessionID string) (gate.Caller, error) {
-	if !readsCaller(c.Gate) {
+	if !c.Gate.ReadsCaller() {
 		return gate.Caller{}, nil
 	}
 	if agent, ok := c.agents.get(sessionID); ok {
@@ -34,15 +34,6 @@ func (c *Confirmer) callerOf(ctx context.Context, sessionID string) (gate.Caller
 	}
 	c.agents.put(sessionID, agent)
 	return gate.Caller{Agent: agent}, nil
-}
-
-// readsCaller reports whether the decider's policy reads `caller`; a decider that cannot tell
-// is taken to.
-func readsCaller(d Decider) bool {
-	if r, ok := d.(interface{ ReadsCaller() bool }); ok {
-		return r.ReadsCaller()
-	}
-	return true
 }
 
 // maxCachedAgents bounds the sessions whose agent is remembered; past it the cache starts over,

@@ -2,18 +2,15 @@ package confirm
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metrics of the confirmer and the gate HTTP API. Labels are bounded: surfaces, verdicts,
-// modes (enforce, audit), results and HTTP status codes.
+// Metrics of the confirmer: confirmations, Sessions API errors, streams, reloads and approvals
+// (a decision's own metrics are internal/decisionlog's). Labels are bounded: results and HTTP
+// status codes.
 type Metrics struct {
-	Decisions *prometheus.CounterVec
-	// AuditedDecisions counts the Ask and Block verdicts recorded and not enforced.
-	AuditedDecisions *prometheus.CounterVec
-	DecisionLatency  *prometheus.HistogramVec
-	Confirmations    *prometheus.CounterVec
-	APIErrors        *prometheus.CounterVec
-	Reconnects       prometheus.Counter
-	PendingHuman     prometheus.Gauge
-	SnapshotReloads  *prometheus.CounterVec
+	Confirmations   *prometheus.CounterVec
+	APIErrors       *prometheus.CounterVec
+	Reconnects      prometheus.Counter
+	PendingHuman    prometheus.Gauge
+	SnapshotReloads *prometheus.CounterVec
 	// Streamed is the sessions this replica streams now; Members the replicas sharing the
 	// sessions, as this one sees them (0 when it does not share them).
 	Streamed prometheus.Gauge
@@ -27,16 +24,6 @@ type Metrics struct {
 // NewMetrics registers the metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gate_decisions_total", Help: "Gate decisions, by surface, verdict in effect and mode (audit: an Ask or Block was recorded and not enforced, see gate_audited_decisions_total; enforce: every other decision).",
-		}, []string{"surface", "verdict", "mode"}),
-		AuditedDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gate_audited_decisions_total", Help: "Ask and Block verdicts recorded and not enforced (Audit), by surface and the verdict that would have been enforced.",
-		}, []string{"surface", "verdict"}),
-		DecisionLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "gate_decision_duration_seconds", Help: "Time to decide one call, by surface.",
-			Buckets: []float64{1e-6, 5e-6, 2e-5, 1e-4, 5e-4, 2e-3, 1e-2, 5e-2},
-		}, []string{"surface"}),
 		Confirmations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "confirmer_confirmations_total", Help: "Tool confirmations sent to Managed Agents sessions, by result (allow, deny, already_answered, error).",
 		}, []string{"result"}),
@@ -66,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		}),
 	}
-	reg.MustRegister(m.Decisions, m.AuditedDecisions, m.DecisionLatency, m.Confirmations, m.APIErrors, m.Reconnects, m.PendingHuman, m.SnapshotReloads,
+	reg.MustRegister(m.Confirmations, m.APIErrors, m.Reconnects, m.PendingHuman, m.SnapshotReloads,
 		m.Streamed, m.Members, m.Approvals, m.ApprovalLatency)
 	return m
 }

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/testutil"
 )
 
@@ -20,7 +22,7 @@ type replica struct {
 	shard     *Shard
 	confirmer *Confirmer
 	queue     *Queue
-	confirmed atomic.Int64 // calls this replica confirmed
+	decided   decisionlog.Memory // the calls this replica decided
 	cancel    context.CancelFunc
 	done      chan struct{}
 }
@@ -31,7 +33,7 @@ func startReplica(t *testing.T, f *anthropictest.Server, name string, members []
 	r.shard.Set(members)
 	r.confirmer = newConfirmer(t, f)
 	r.confirmer.Shard = r.shard
-	r.confirmer.Audit = func(AuditRecord) { r.confirmed.Add(1) }
+	r.confirmer.Decisions = decisionlog.New(logr.Discard(), nil, &r.decided)
 	r.queue = NewQueue(r.confirmer, 64)
 	w := &Watcher{Confirmer: r.confirmer, AgentIDs: []string{"agent_1"}, PollInterval: 100 * time.Millisecond, IdleTimeout: 10 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -98,8 +100,8 @@ func TestMembershipChangesMidStream(t *testing.T) {
 		}
 	}()
 	confirmedBy := func(r *replica) func() bool {
-		from := r.confirmed.Load()
-		return func() bool { return r.confirmed.Load() >= from+20 }
+		from := r.decided.Len()
+		return func() bool { return r.decided.Len() >= from+20 }
 	}
 
 	// c joins: the others let go of its sessions first, then it takes them.
@@ -151,9 +153,9 @@ func TestMembershipChangesMidStream(t *testing.T) {
 		total += len(calls[id])
 	}
 	for _, r := range []*replica{a, b, c} {
-		if r.confirmed.Load() == 0 {
+		if r.decided.Len() == 0 {
 			t.Errorf("replica %s confirmed nothing", r.name)
 		}
 	}
-	t.Logf("%d calls; confirmed by a %d, b %d, c %d", total, a.confirmed.Load(), b.confirmed.Load(), c.confirmed.Load())
+	t.Logf("%d calls; confirmed by a %d, b %d, c %d", total, a.decided.Len(), b.decided.Len(), c.decided.Len())
 }

@@ -259,7 +259,7 @@ func (p *passes) schedule(out Outcome) {
 		p.deadline = nil
 	}
 	if !out.NextDeadline.IsZero() {
-		p.deadline = time.AfterFunc(max(time.Until(out.NextDeadline), 0), p.timer(func() {
+		p.deadline = time.AfterFunc(max(out.NextDeadline.Sub(p.w.Confirmer.now()), 0), p.timer(func() {
 			if err := p.answer(); err != nil {
 				p.fail(err)
 			}

@@ -5,8 +5,8 @@
 // ServiceAccount token checked by TokenReview against an allow-list (auth.go); every request
 // is bounded in size and time (limits.go).
 //
-// It decides nothing itself: every call goes through internal/confirm's Decide, which times,
-// counts and audits it, and a webhook only queues its session on confirm's Queue; webhook
-// signatures are verified by internal/anthropic. authtest checks the authentication against a
-// real kube-apiserver.
+// It decides nothing itself: every call goes through internal/decisionlog's Recorder, which runs
+// the gate and times, counts and records the decision, and a webhook only queues its session on
+// confirm's Queue; webhook signatures are verified by internal/anthropic. authtest checks the
+// authentication against a real kube-apiserver.
 package gateapi

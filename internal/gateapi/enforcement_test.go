@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/intutic/gate-operator/internal/confirm"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
@@ -21,11 +21,11 @@ func auditedAPI(t *testing.T) (*apiFixture, *logSink) {
 	logs := &logSink{}
 	reg := prometheus.NewRegistry()
 	api := &API{
-		Gate:     gatetest.AuditedCodingAgents(t),
-		Auth:     &Authenticator{Reviewer: fakeReviewer{tok: "system:serviceaccount:agents:orchestrator"}, Allowed: []string{"agents/orchestrator"}},
-		Metrics:  confirm.NewMetrics(reg),
-		Gatherer: reg,
-		Log:      logs.logger(),
+		Gate:      gatetest.AuditedCodingAgents(t),
+		Auth:      &Authenticator{Reviewer: fakeReviewer{tok: "system:serviceaccount:agents:orchestrator"}, Allowed: []string{"agents/orchestrator"}},
+		Decisions: decisionlog.New(logs.logger(), reg),
+		Gatherer:  reg,
+		Log:       logs.logger(),
 	}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)

@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
-	"github.com/intutic/gate-operator/internal/confirm"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
@@ -148,8 +148,7 @@ func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller st
 		}
 		// Input that does not decode as the harness decoded it is refused, never approved.
 		call := &gate.Call{Tool: tc.ToolName, Surface: gate.SurfaceHarness, Session: req.Session}
-		d, _ := confirm.DecideRaw(a.Gate, a.Metrics, a.Log, a.identify(call, caller), tc.Input, "caller", caller)
-		d = publicDecision(d)
+		d := publicDecision(a.Decisions.EvaluateRaw(a.Gate, a.identify(call, caller), tc.Input, decisionlog.Origin{Caller: caller}))
 		if d.Verdict == gate.Ask {
 			held := heldApproval{ApprovalID: p.ApprovalID, ToolCallID: tc.ToolCallID, ToolName: tc.ToolName, Reason: d.Reason, IncidentID: d.IncidentID, Would: d.Would}
 			if create {

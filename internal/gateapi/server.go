@@ -16,6 +16,7 @@ import (
 	"github.com/intutic/gate-operator/internal/anthropic"
 	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/confirm"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
@@ -34,9 +35,10 @@ type API struct {
 	// HarnessSettings is the path of the bundle's harness-settings.json; its
 	// harness-network-policy.json is read from the same directory.
 	HarnessSettings string
-	Metrics         *confirm.Metrics
-	Gatherer        prometheus.Gatherer
-	Log             logr.Logger
+	// Decisions, when set, records every decision the API makes (decisionlog).
+	Decisions *decisionlog.Recorder
+	Gatherer  prometheus.Gatherer
+	Log       logr.Logger
 	// MaxWebhookBodies bounds the webhook bodies being read at once; beyond it the route
 	// answers 503 with Retry-After. Default DefaultMaxWebhookBodies.
 	MaxWebhookBodies int
@@ -155,8 +157,7 @@ func badRequest(w http.ResponseWriter, err error) {
 
 // decide runs the gate for one API call; rawInput is the input as the caller sent it.
 func (a *API) decide(c *gate.Call, caller string, rawInput []byte) gate.Decision {
-	d, _ := confirm.Decide(a.Gate, a.Metrics, a.Log, a.identify(c, caller), rawInput, "caller", caller)
-	return publicDecision(d)
+	return publicDecision(a.Decisions.Evaluate(a.Gate, a.identify(c, caller), rawInput, decisionlog.Origin{Caller: caller}))
 }
 
 // identify tells the rules who is calling: the ServiceAccount TokenReview authenticated
@@ -170,7 +171,7 @@ func (a *API) identify(c *gate.Call, caller string) *gate.Call {
 }
 
 // gateFailureReasons are what callers are told of the gate's own failures. The reasons the
-// gate gives carry file paths, file-system errors and panic values; those stay in the audit
+// gate gives carry file paths, file-system errors and panic values; those stay in the decision
 // line written for the decision (same incident ID).
 var gateFailureReasons = map[string]string{
 	gate.CodeSnapshotMissing:    "no policy snapshot is loaded",

@@ -22,6 +22,7 @@ import (
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/confirm"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
@@ -43,7 +44,7 @@ func (f fakeReviewer) Create(_ context.Context, tr *authenticationv1.TokenReview
 
 type apiFixture struct {
 	srv       *httptest.Server
-	metrics   *confirm.Metrics
+	reg       *prometheus.Registry
 	fake      *anthropictest.Server
 	bundleDir string // holds the harness files GET /v1/harness/settings serves
 }
@@ -59,7 +60,6 @@ func newAPI(t *testing.T, g *gate.Gate) *apiFixture {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	m := confirm.NewMetrics(reg)
 	fake := newFake(t)
 	c := newConfirmer(t, fake)
 	wh, err := anthropic.NewWebhookVerifier(secret)
@@ -76,13 +76,13 @@ func newAPI(t *testing.T, g *gate.Gate) *apiFixture {
 		Webhook:         wh,
 		Queue:           confirm.NewQueue(c, 4),
 		HarnessSettings: settings,
-		Metrics:         m,
+		Decisions:       decisionlog.New(logr.Discard(), reg),
 		Gatherer:        reg,
 		Log:             logr.Discard(),
 	}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &apiFixture{srv: srv, metrics: m, fake: fake, bundleDir: dir}
+	return &apiFixture{srv: srv, reg: reg, fake: fake, bundleDir: dir}
 }
 
 func (f *apiFixture) call(t *testing.T, method, path, token, body string) (int, map[string]any) {
@@ -306,9 +306,13 @@ func TestHarnessApprovalsDuplicateID(t *testing.T) {
 	if status != 400 || !strings.Contains(out["error"].(string), `"appr_1"`) || !strings.Contains(out["error"].(string), "pendingApprovals[2]") {
 		t.Fatalf("%d %v, want 400 naming appr_1", status, out)
 	}
-	decided := make(chan prometheus.Metric, 16)
-	f.metrics.Decisions.Collect(decided)
-	if n := len(decided); n != 0 {
-		t.Fatalf("%d decision series for a refused request", n)
+	families, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if n := len(mf.GetMetric()); mf.GetName() == "gate_decisions_total" && n != 0 {
+			t.Fatalf("%d decision series for a refused request", n)
+		}
 	}
 }
