@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,17 @@ func reconcileFailed(obj metav1.Object, err error) metav1.Condition {
 func conditionIs(conds []metav1.Condition, t string, s metav1.ConditionStatus, msg string) bool {
 	c := meta.FindStatusCondition(conds, t)
 	return c != nil && c.Status == s && c.Message == msg
+}
+
+// patchStatus merge-patches obj's status to next, and sends nothing when next is what obj
+// already has: status is obj's own status field, which it sets to next.
+func patchStatus[O client.Object, S any](ctx context.Context, c client.Client, obj O, status, next *S) error {
+	if equality.Semantic.DeepEqual(status, next) {
+		return nil
+	}
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	*status = *next
+	return c.Status().Patch(ctx, obj, patch)
 }
 
 // controllerReference is the owner reference every child carries to the object it belongs to:

@@ -43,30 +43,31 @@ func TestPolicyConditions(t *testing.T) {
 	refused := errors.New(`admission webhook "x" denied the request`)
 	compileErrs := gate.FieldErrors{{Field: "spec.rules[1].when", Message: "undeclared reference to 'inptu'"}}
 	cases := []struct {
-		name string
-		want desiredState
-		cond wantConditions
+		name    string
+		want    desiredState
+		applied policyApplied
+		cond    wantConditions
 	}{
-		{"in force", desiredState{build: published},
+		{"in force", desiredState{build: published}, policyApplied{},
 			wantConditions{"Ready": "True/Ready", "RulesCompiled": "True/Compiled", "BootstrapRendered": "True/Rendered", "EgressEnforced": "True/Enforced"}},
-		{"rules do not compile, last good kept", desiredState{build: bootstrap.Result{Bundle: published.Bundle, Snapshot: published.Snapshot, CompileErrs: compileErrs, Kept: true}, egressKept: true},
+		{"rules do not compile, last good kept", desiredState{build: bootstrap.Result{Bundle: published.Bundle, Snapshot: published.Snapshot, CompileErrs: compileErrs, Kept: true}, egressKept: true}, policyApplied{},
 			wantConditions{"Ready": "False/CompileFailed", "RulesCompiled": "False/CompileFailed", "BootstrapRendered": "False/LastGoodKept", "EgressEnforced": "False/LastGoodKept"}},
-		{"rules never compiled", desiredState{build: bootstrap.Result{Bundle: published.Bundle, Snapshot: &gate.Snapshot{Invalid: "x"}, CompileErrs: compileErrs}},
+		{"rules never compiled", desiredState{build: bootstrap.Result{Bundle: published.Bundle, Snapshot: &gate.Snapshot{Invalid: "x"}, CompileErrs: compileErrs}}, policyApplied{},
 			wantConditions{"Ready": "False/CompileFailed", "RulesCompiled": "False/CompileFailed", "BootstrapRendered": "False/PolicyInvalid", "EgressEnforced": "False/PolicyInvalid"}},
-		{"bundle too large", desiredState{build: bootstrap.Result{Bundle: published.Bundle, Snapshot: published.Snapshot, RenderErr: &bootstrap.TooLargeError{Size: 2 << 20}, Kept: true}, egressKept: true},
+		{"bundle too large", desiredState{build: bootstrap.Result{Bundle: published.Bundle, Snapshot: published.Snapshot, RenderErr: &bootstrap.TooLargeError{Size: 2 << 20}, Kept: true}, egressKept: true}, policyApplied{},
 			wantConditions{"Ready": "False/BundleTooLarge", "RulesCompiled": "True/Compiled", "BootstrapRendered": "False/BundleTooLarge", "EgressEnforced": "False/LastGoodKept"}},
-		{"ConfigMap refused", desiredState{build: published, configMapErr: refused},
+		{"ConfigMap refused", desiredState{build: published}, policyApplied{configMapErr: refused},
 			wantConditions{"Ready": "False/ApplyFailed", "RulesCompiled": "True/Compiled", "BootstrapRendered": "False/ApplyFailed", "EgressEnforced": "True/Enforced"}},
-		{"NetworkPolicy refused", desiredState{build: published, networkPolicyErr: refused},
+		{"NetworkPolicy refused", desiredState{build: published}, policyApplied{networkPolicyErr: refused},
 			wantConditions{"Ready": "False/ApplyFailed", "RulesCompiled": "True/Compiled", "BootstrapRendered": "True/Rendered", "EgressEnforced": "False/ApplyFailed"}},
-		{"shadowed", desiredState{build: published, shadowing: []string{"allow-all"}},
+		{"shadowed", desiredState{build: published, shadowing: []string{"allow-all"}}, policyApplied{},
 			wantConditions{"Ready": "False/ShadowedByPolicy", "RulesCompiled": "True/Compiled", "BootstrapRendered": "True/Rendered", "EgressEnforced": "False/ShadowedByPolicy"}},
-		{"hosts unresolved", desiredState{build: published, resolution: &egress.Resolution{Unresolved: []string{"nowhere.invalid"}}},
+		{"hosts unresolved", desiredState{build: published, resolution: &egress.Resolution{Unresolved: []string{"nowhere.invalid"}}}, policyApplied{},
 			wantConditions{"Ready": "False/HostsUnresolved", "RulesCompiled": "True/Compiled", "BootstrapRendered": "True/Rendered", "EgressEnforced": "False/HostsUnresolved"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			checkConditions(t, policyConditions(p, &tc.want), tc.cond, 4)
+			checkConditions(t, policyConditions(p, &tc.want, tc.applied), tc.cond, 4)
 		})
 	}
 }
@@ -86,17 +87,17 @@ func TestConfirmerConditions(t *testing.T) {
 		applied confirmerApplied
 		cond    wantConditions
 	}{
-		{"answering", confirmerObserved{policy: ready, deployment: available}, confirmerApplied{deployed: true},
+		{"answering", confirmerObserved{policy: ready, deployment: available}, confirmerApplied{attempted: true},
 			wantConditions{"Ready": "True/Ready", "PolicyResolved": "True/PolicyResolved", "Available": "True/Available"}},
 		{"no policy", confirmerObserved{}, confirmerApplied{},
 			wantConditions{"Ready": "False/PolicyNotFound", "PolicyResolved": "False/PolicyNotFound", "Available": "False/DeploymentPending"}},
-		{"policy not ready", confirmerObserved{policy: notReady, deployment: available}, confirmerApplied{deployed: true},
+		{"policy not ready", confirmerObserved{policy: notReady, deployment: available}, confirmerApplied{attempted: true},
 			wantConditions{"Ready": "False/PolicyNotReady", "PolicyResolved": "False/PolicyNotReady", "Available": "True/Available"}},
 		{"Secret missing", confirmerObserved{policy: ready, missingSecrets: []string{"anthropic/api-key"}}, confirmerApplied{},
 			wantConditions{"Ready": "False/SecretMissing", "PolicyResolved": "True/PolicyResolved", "Available": "False/SecretMissing"}},
-		{"Deployment refused", confirmerObserved{policy: ready, deployment: available}, confirmerApplied{deployed: true, err: &childError{child: "Deployment agents-confirmer", err: errors.New("denied")}},
+		{"Deployment refused", confirmerObserved{policy: ready, deployment: available}, confirmerApplied{attempted: true, err: &childError{child: "Deployment agents-confirmer", err: errors.New("denied")}},
 			wantConditions{"Ready": "False/ApplyFailed", "PolicyResolved": "True/PolicyResolved", "Available": "False/ApplyFailed"}},
-		{"Deployment not available yet", confirmerObserved{policy: ready, deployment: progressing}, confirmerApplied{deployed: true},
+		{"Deployment not available yet", confirmerObserved{policy: ready, deployment: progressing}, confirmerApplied{attempted: true},
 			wantConditions{"Ready": "False/Unavailable", "PolicyResolved": "True/PolicyResolved", "Available": "False/Unavailable"}},
 	}
 	for _, tc := range cases {

@@ -107,7 +107,7 @@ func (r *SessionConfirmerReconciler) desiredDeployment(sc *gatev1.SessionConfirm
 	}
 	cmName := p.Status.BootstrapConfigMap
 	if cmName == "" {
-		cmName = p.Name + "-bootstrap"
+		cmName = bootstrap.ConfigMapName(p.Name)
 	}
 	probe := func(p string) *corev1ac.ProbeApplyConfiguration {
 		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(p).WithPort(intstr.FromString("http"))).

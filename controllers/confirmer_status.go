@@ -7,10 +7,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 )
@@ -51,7 +49,7 @@ func availableCondition(sc *gatev1.SessionConfirmer, o *confirmerObserved, appli
 			fmt.Sprintf("Secret key %s does not exist or is empty; the confirmer is not deployed until it does", strings.Join(o.missingSecrets, ", ")))
 	case applied.err != nil:
 		return cond(false, gatev1.ReasonApplyFailed, fmt.Sprintf("applying %v (the API server refused it; the children in force stay)", applied.err))
-	case !applied.deployed || o.deployment == nil:
+	case !applied.attempted || o.deployment == nil:
 		return cond(false, gatev1.ReasonDeploymentPending, fmt.Sprintf("Deployment %s is being created", confirmerName(sc)))
 	}
 	if c := deploymentCondition(o.deployment, appsv1.DeploymentAvailable); c != nil && c.Status == corev1.ConditionTrue {
@@ -81,7 +79,7 @@ func (r *SessionConfirmerReconciler) writeConfirmerStatus(ctx context.Context, s
 			return nil
 		}
 		meta.SetStatusCondition(&next.Conditions, reconcileFailed(sc, reconcileErr))
-		return r.patchConfirmerStatus(ctx, sc, next)
+		return patchStatus(ctx, r.Client, sc, &sc.Status, next)
 	}
 	next.ObservedGeneration = sc.Generation
 	for _, c := range confirmerConditions(sc, o, applied) {
@@ -92,21 +90,12 @@ func (r *SessionConfirmerReconciler) writeConfirmerStatus(ctx context.Context, s
 		next.ReadyReplicas = o.deployment.Status.ReadyReplicas
 	}
 	next.ServiceURL = ""
-	if applied.deployed {
+	if applied.attempted {
 		next.ServiceURL = fmt.Sprintf("http://%s.%s.svc:%d", confirmerName(sc), sc.Namespace, confirmerPort)
 	}
 	next.SnapshotDigest = ""
 	if o.policy != nil {
 		next.SnapshotDigest = o.policy.Status.SnapshotDigest
 	}
-	return r.patchConfirmerStatus(ctx, sc, next)
-}
-
-func (r *SessionConfirmerReconciler) patchConfirmerStatus(ctx context.Context, sc *gatev1.SessionConfirmer, next *gatev1.SessionConfirmerStatus) error {
-	if equality.Semantic.DeepEqual(&sc.Status, next) {
-		return nil
-	}
-	patch := client.MergeFrom(sc.DeepCopy())
-	sc.Status = *next
-	return r.Client.Status().Patch(ctx, sc, patch)
+	return patchStatus(ctx, r.Client, sc, &sc.Status, next)
 }

@@ -55,11 +55,11 @@ type HarnessAgentPolicyReconciler struct {
 	// reconcile waits on up to three API writes and on DNS, so the workers overlap those waits.
 	MaxConcurrentReconciles int
 
-	// mu guards the state kept between reconciles: each policy's host resolution and its
-	// memoised bundle.
-	mu     sync.Mutex
-	hosts  map[types.NamespacedName]*policyHosts
-	builds map[types.NamespacedName]builtBundle
+	// bundles is each policy's last built bundle.
+	bundles bundleMemo
+	// mu guards each policy's host resolution, kept between reconciles.
+	mu    sync.Mutex
+	hosts map[types.NamespacedName]*policyHosts
 	// addresses is the sum of len(hosts[*].last.Addresses), for the gauge.
 	addresses int
 }
@@ -78,12 +78,14 @@ func (r *HarnessAgentPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 		return ctrl.Result{}, nil
 	}
 
-	// Phases, in order: gather (the children, other NetworkPolicies, pods' labels), compute
-	// (rules, bundle, egress: pure but for host resolution), apply. The status is written once,
-	// after them, whatever they did: a refused apply is a condition, and a failed read says so.
+	// Phases, in order: gather (the children, pods' labels, other NetworkPolicies, and the
+	// allowed hosts' addresses, resolved when due), compute (the bundle from the rules,
+	// memoised, and the egress: pure), apply. The status is written once, after them, whatever
+	// they did: a refused apply is a condition, and a failed read says so.
 	var want *desiredState
+	var applied policyApplied
 	defer func() {
-		if serr := r.writeStatus(ctx, policy, want, err); serr != nil {
+		if serr := r.writeStatus(ctx, policy, want, applied, err); serr != nil {
 			err = errors.Join(err, serr)
 		}
 	}()
@@ -94,7 +96,12 @@ func (r *HarnessAgentPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if want, err = r.compute(policy, observed); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.apply(ctx, policy, observed, want); err != nil {
+	applied = r.apply(ctx, policy, observed, want)
+	if applied.configMapCurrent {
+		// The ConfigMap in the cache holds the bundle: the memo keeps only its hash.
+		r.bundles.dropData(req.NamespacedName, want.build)
+	}
+	if err := applied.err(); err != nil {
 		return ctrl.Result{}, err
 	}
 	if want.resolution != nil {
@@ -103,6 +110,12 @@ func (r *HarnessAgentPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 		return ctrl.Result{RequeueAfter: max(want.resolution.Next.Sub(r.Clock.Now()), time.Second), Priority: ptr.To(handler.LowPriority)}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// forget drops what the reconciler kept for a policy that is gone.
+func (r *HarnessAgentPolicyReconciler) forget(key types.NamespacedName) {
+	r.bundles.forget(key)
+	r.forgetHosts(key)
 }
 
 // observedState is what a reconcile reads from the cache.
@@ -118,23 +131,23 @@ func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.Har
 	o := &observedState{}
 	// What gather reads is only read, never written: it comes from the cache without a copy.
 	cm := &corev1.ConfigMap{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: configMapName(p)}, cm, client.UnsafeDisableDeepCopy); err == nil {
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bootstrap.ConfigMapName(p.Name)}, cm, client.UnsafeDisableDeepCopy); err == nil {
 		o.configMap = cm
 	} else if !apierrors.IsNotFound(err) {
-		return nil, err
+		return nil, fmt.Errorf("reading ConfigMap %s: %w", bootstrap.ConfigMapName(p.Name), err)
 	}
 	np := &networkingv1.NetworkPolicy{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: networkPolicyName(p)}, np, client.UnsafeDisableDeepCopy); err == nil {
 		o.networkPolicy = np
 	} else if !apierrors.IsNotFound(err) {
-		return nil, err
+		return nil, fmt.Errorf("reading NetworkPolicy %s: %w", networkPolicyName(p), err)
 	}
 	var err error
 	if o.podLabels, err = r.podLabels(ctx, p.Namespace); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the labels of the pods in namespace %s: %w", p.Namespace, err)
 	}
 	if o.others, err = r.mayShadow(ctx, p, len(o.podLabels) > 0); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the NetworkPolicies that may shadow %s: %w", networkPolicyName(p), err)
 	}
 	o.resolution = r.resolve(ctx, p)
 	return o, nil
@@ -143,10 +156,8 @@ func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.Har
 // desiredState is what a reconcile computed.
 type desiredState struct {
 	// build is the bootstrap bundle to publish, and why (bootstrap.Build).
-	build bootstrap.Result
-	// configMapErr and networkPolicyErr are the API server's refusals of the applies.
-	configMapErr, networkPolicyErr error
-	egress                         egress.Egress
+	build  bootstrap.Result
+	egress egress.Egress
 	// egressKept is set when the NetworkPolicy in force stays as it is (the rules cannot be
 	// published); egress then only describes it.
 	egressKept bool
@@ -165,68 +176,6 @@ func (r *HarnessAgentPolicyReconciler) compute(p *gatev1.HarnessAgentPolicy, o *
 	return want, nil
 }
 
-// buildBundle is bootstrap.Build, memoised: the rules compile once per generation of the
-// policy (and, while they cannot be published, once per state of the bundle in force), not on
-// every reconcile that pods or other NetworkPolicies cause.
-func (r *HarnessAgentPolicyReconciler) buildBundle(p *gatev1.HarnessAgentPolicy, o *observedState) (bootstrap.Result, error) {
-	published := bootstrap.Published{SnapshotDigest: p.Status.SnapshotDigest, BootstrapHash: p.Status.BootstrapHash}
-	publishedVersion := ""
-	if cm := o.configMap; cm != nil && ownedBy(cm, p) {
-		published.Data, publishedVersion = cm.Data, cm.ResourceVersion
-	}
-	key := buildKey{uid: p.UID, generation: p.Generation, digest: published.SnapshotDigest, hash: published.BootstrapHash, configMapVersion: publishedVersion}
-	r.mu.Lock()
-	memo, ok := r.builds[client.ObjectKeyFromObject(p)]
-	r.mu.Unlock()
-	// A result that publishes the spec depends on the spec alone; one held back depends on the
-	// bundle in force too. One whose data was dropped is good while the ConfigMap holds it.
-	if ok && memo.key.uid == key.uid && memo.key.generation == key.generation && (!memo.result.HeldBack() || memo.key == key) &&
-		(memo.result.Bundle.Data != nil || configMapMatches(o.configMap, p, &desiredState{build: memo.result}, r.Bootstrap)) {
-		return memo.result, nil
-	}
-	res, err := bootstrap.Build(p, published, r.Bootstrap)
-	if err != nil {
-		return bootstrap.Result{}, err
-	}
-	snapshotBuilds.Inc()
-	r.mu.Lock()
-	if r.builds == nil {
-		r.builds = map[types.NamespacedName]builtBundle{}
-	}
-	r.builds[client.ObjectKeyFromObject(p)] = builtBundle{key: key, result: res}
-	r.mu.Unlock()
-	return res, nil
-}
-
-// dropBundleData forgets the data of a memoised bundle that the policy's ConfigMap holds: the
-// cache has it already, and keeping a second copy of every bundle doubles the manager's memory.
-// The bootstrap hash stays to compare with; a ConfigMap that stops matching builds it again.
-func (r *HarnessAgentPolicyReconciler) dropBundleData(p *gatev1.HarnessAgentPolicy, want *desiredState) {
-	if want.build.Bundle.Data == nil || want.build.HeldBack() {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	key := client.ObjectKeyFromObject(p)
-	if memo, ok := r.builds[key]; ok && memo.result.Bundle.Hash == want.build.Bundle.Hash && !memo.result.HeldBack() {
-		memo.result.Bundle.Data = nil
-		r.builds[key] = memo
-	}
-}
-
-// buildKey is what a memoised bootstrap.Result depends on.
-type buildKey struct {
-	uid                            types.UID
-	generation                     int64
-	digest, hash, configMapVersion string
-}
-
-type builtBundle struct {
-	key    buildKey
-	result bootstrap.Result
-}
-
-func configMapName(p *gatev1.HarnessAgentPolicy) string     { return p.Name + "-bootstrap" }
 func networkPolicyName(p *gatev1.HarnessAgentPolicy) string { return p.Name + "-egress" }
 
 // SetupWithManager registers the controller: it watches policies, owns the bootstrap

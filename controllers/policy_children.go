@@ -20,29 +20,45 @@ import (
 	"github.com/intutic/gate-operator/internal/bootstrap"
 )
 
+// policyApplied is what the apply phase did: the API server's refusals of the children, and
+// whether the ConfigMap already held the bundle (so nothing was sent for it).
+type policyApplied struct {
+	configMapErr, networkPolicyErr error
+	configMapCurrent               bool
+}
+
+// err is the reconcile's error: the ConfigMap's refusal first, since egress waits for it.
+func (a policyApplied) err() error {
+	if a.configMapErr != nil {
+		return a.configMapErr
+	}
+	return a.networkPolicyErr
+}
+
 // apply server-side applies the children that differ from what the cache holds, so a steady
 // state sends no write at all. Each apply carries the whole desired object, owner reference
 // and labels included, with ForceOwnership: a child deleted or edited by hand is restored.
-// A refused apply is recorded in want for the status, and the other child is still applied.
-func (r *HarnessAgentPolicyReconciler) apply(ctx context.Context, p *gatev1.HarnessAgentPolicy, o *observedState, want *desiredState) error {
-	if configMapMatches(o.configMap, p, want, r.Bootstrap) {
-		r.dropBundleData(p, want)
+// A refused apply is recorded for the status, and the other child is still applied.
+func (r *HarnessAgentPolicyReconciler) apply(ctx context.Context, p *gatev1.HarnessAgentPolicy, o *observedState, want *desiredState) policyApplied {
+	var a policyApplied
+	if configMapMatches(o.configMap, p, want.build.Bundle, r.Bootstrap) {
+		a.configMapCurrent = true
 	} else {
-		cm := corev1ac.ConfigMap(configMapName(p), p.Namespace).
+		cm := corev1ac.ConfigMap(bootstrap.ConfigMapName(p.Name), p.Namespace).
 			WithLabels(childLabels(p)).
 			WithAnnotations(map[string]string{gatev1.AnnotationBootstrapHash: want.build.Bundle.Hash}).
 			WithOwnerReferences(controllerReference(p, "HarnessAgentPolicy")).
 			WithData(want.build.Bundle.Data)
-		want.configMapErr = r.Client.Apply(ctx, cm, client.FieldOwner(gatev1.FieldManager), client.ForceOwnership)
+		a.configMapErr = r.Client.Apply(ctx, cm, client.FieldOwner(gatev1.FieldManager), client.ForceOwnership)
 	}
 	if want.egressKept || networkPolicyMatches(o.networkPolicy, p, want) {
-		return want.configMapErr
+		return a
 	}
-	if want.configMapErr != nil {
+	if a.configMapErr != nil {
 		// Egress never changes ahead of the rules: an update that widens egress may rely on
 		// a rule the sandboxes do not have yet.
-		want.networkPolicyErr = errEgressHeldForBundle
-		return want.configMapErr
+		a.networkPolicyErr = errEgressHeldForBundle
+		return a
 	}
 	np := networkingv1ac.NetworkPolicy(networkPolicyName(p), p.Namespace).
 		WithLabels(childLabels(p)).
@@ -52,8 +68,8 @@ func (r *HarnessAgentPolicyReconciler) apply(ctx context.Context, p *gatev1.Harn
 	if err == nil {
 		err = r.Client.Apply(ctx, ac, client.FieldOwner(gatev1.FieldManager), client.ForceOwnership)
 	}
-	want.networkPolicyErr = err
-	return errors.Join(want.configMapErr, want.networkPolicyErr)
+	a.networkPolicyErr = err
+	return a
 }
 
 // errEgressHeldForBundle is why the NetworkPolicy was not applied when the ConfigMap was refused.
@@ -96,18 +112,18 @@ func ownedBy(obj metav1.Object, p *gatev1.HarnessAgentPolicy) bool {
 		ptr.Deref(ref.BlockOwnerDeletion, false)
 }
 
-// configMapMatches compares only what the apply sets: keys someone else added to the data are
-// theirs under server-side apply and would differ forever. Without the bundle's data (the memo
-// dropped it, see dropBundleData) the files are checked against the bootstrap hash, which
-// covers every one of them.
-func configMapMatches(cm *corev1.ConfigMap, p *gatev1.HarnessAgentPolicy, want *desiredState, opts bootstrap.Options) bool {
-	if cm == nil || !ownedBy(cm, p) || cm.Annotations[gatev1.AnnotationBootstrapHash] != want.build.Bundle.Hash {
+// configMapMatches reports whether cm holds bundle. It compares only what the apply sets: keys
+// someone else added to the data are theirs under server-side apply and would differ forever.
+// Without the bundle's data (the memo dropped it, see bundleMemo.dropData) the files are
+// checked against the bootstrap hash, which covers every one of them.
+func configMapMatches(cm *corev1.ConfigMap, p *gatev1.HarnessAgentPolicy, bundle bootstrap.Bundle, opts bootstrap.Options) bool {
+	if cm == nil || !ownedBy(cm, p) || cm.Annotations[gatev1.AnnotationBootstrapHash] != bundle.Hash {
 		return false
 	}
-	if want.build.Bundle.Data == nil {
-		return cm.Data[bootstrap.KeyBootstrapHash] == want.build.Bundle.Hash && bootstrap.Verify(cm.Data, p.Spec.WorkspaceID, opts)
+	if bundle.Data == nil {
+		return cm.Data[bootstrap.KeyBootstrapHash] == bundle.Hash && bootstrap.Verify(cm.Data, p.Spec.WorkspaceID, opts)
 	}
-	for k, v := range want.build.Bundle.Data {
+	for k, v := range bundle.Data {
 		if got, ok := cm.Data[k]; !ok || got != v {
 			return false
 		}

@@ -128,17 +128,6 @@ func (r *HarnessAgentPolicyReconciler) resolve(ctx context.Context, p *gatev1.Ha
 	return &res
 }
 
-// forget drops what the reconciler kept for a policy that is gone.
-func (r *HarnessAgentPolicyReconciler) forget(key types.NamespacedName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.builds, key)
-	if st, ok := r.hosts[key]; ok {
-		delete(r.hosts, key)
-		r.addAddresses(-len(st.last.Addresses))
-	}
-}
-
 // forgetHosts drops a policy's resolution state (it allows no hosts any more).
 func (r *HarnessAgentPolicyReconciler) forgetHosts(key types.NamespacedName) {
 	r.mu.Lock()

@@ -204,7 +204,7 @@ func TestOversizedBundleIsHeldBack(t *testing.T) {
 		t.Fatalf("want the blocking bundle for a bundle that does not fit; renderErr %v, kept %v", want.build.RenderErr, want.build.Kept)
 	}
 	var rendered metav1.Condition
-	for _, c := range policyConditions(p, want) {
+	for _, c := range policyConditions(p, want, policyApplied{}) {
 		if c.Type == gatev1.ConditionBootstrapRendered {
 			rendered = c
 		}

@@ -5,19 +5,18 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/egress"
 )
 
 // policyConditions derives the conditions of a reconcile from what it computed and applied:
 // each phase owns one (the rules, the bootstrap bundle, the egress), and Ready is derived.
-func policyConditions(p *gatev1.HarnessAgentPolicy, want *desiredState) []metav1.Condition {
-	rules, rendered, enforced := rulesCondition(p, want), bootstrapCondition(p, want), egressCondition(p, want)
+func policyConditions(p *gatev1.HarnessAgentPolicy, want *desiredState, applied policyApplied) []metav1.Condition {
+	rules, rendered, enforced := rulesCondition(p, want), bootstrapCondition(p, want, applied), egressCondition(p, want, applied)
 	return []metav1.Condition{readyCondition(p, "the policy is in force", rules, rendered, enforced), rules, rendered, enforced}
 }
 
@@ -32,15 +31,15 @@ func rulesCondition(p *gatev1.HarnessAgentPolicy, want *desiredState) metav1.Con
 	return newCondition(p, gatev1.ConditionRulesCompiled, false, gatev1.ReasonCompileFailed, strings.Join(msgs, "; ")+"; fix the rules, the gate keeps deciding with the snapshot in force")
 }
 
-func bootstrapCondition(p *gatev1.HarnessAgentPolicy, want *desiredState) metav1.Condition {
-	cmName := configMapName(p)
+func bootstrapCondition(p *gatev1.HarnessAgentPolicy, want *desiredState, applied policyApplied) metav1.Condition {
+	cmName := bootstrap.ConfigMapName(p.Name)
 	cond := func(ok bool, reason, msg string) metav1.Condition {
 		return newCondition(p, gatev1.ConditionBootstrapRendered, ok, reason, msg)
 	}
 	switch {
-	case want.configMapErr != nil:
+	case applied.configMapErr != nil:
 		return cond(false, gatev1.ReasonApplyFailed,
-			fmt.Sprintf("applying ConfigMap %s failed, so sandboxes keep the bundle in force before this generation: %v", cmName, want.configMapErr))
+			fmt.Sprintf("applying ConfigMap %s failed, so sandboxes keep the bundle in force before this generation: %v", cmName, applied.configMapErr))
 	case want.build.RenderErr != nil && want.build.Kept:
 		return cond(false, gatev1.ReasonBundleTooLarge,
 			fmt.Sprintf("%v: ConfigMap %s keeps the last snapshot published (generation %d); shorten the rules or split the policy", want.build.RenderErr, cmName, want.build.Snapshot.Generation))
@@ -57,15 +56,15 @@ func bootstrapCondition(p *gatev1.HarnessAgentPolicy, want *desiredState) metav1
 	return cond(true, gatev1.ReasonRendered, fmt.Sprintf("ConfigMap %s holds bootstrap %s", cmName, want.build.Bundle.Hash))
 }
 
-func egressCondition(p *gatev1.HarnessAgentPolicy, want *desiredState) metav1.Condition {
+func egressCondition(p *gatev1.HarnessAgentPolicy, want *desiredState, applied policyApplied) metav1.Condition {
 	npName := networkPolicyName(p)
 	cond := func(ok bool, reason, msg string) metav1.Condition {
 		return newCondition(p, gatev1.ConditionEgressEnforced, ok, reason, msg)
 	}
 	switch {
-	case want.networkPolicyErr != nil:
+	case applied.networkPolicyErr != nil:
 		return cond(false, gatev1.ReasonApplyFailed,
-			fmt.Sprintf("applying NetworkPolicy %s failed, so the egress in force before this generation stays: %v", npName, want.networkPolicyErr))
+			fmt.Sprintf("applying NetworkPolicy %s failed, so the egress in force before this generation stays: %v", npName, applied.networkPolicyErr))
 	case len(want.shadowing) > 0:
 		return cond(false, gatev1.ReasonShadowedByPolicy,
 			fmt.Sprintf("NetworkPolicy %s also selects governed pods and allows egress; NetworkPolicy allows add up, so it reopens what %s denies: narrow its podSelector or remove its egress rules", strings.Join(want.shadowing, ", "), npName))
@@ -96,17 +95,17 @@ func egressCondition(p *gatev1.HarnessAgentPolicy, want *desiredState) metav1.Co
 // an operator of the cluster must see.
 // want is nil when the reconcile could not gather or compute (reconcileErr says why): Ready
 // says so, and the rest of the status stays as it was.
-func (r *HarnessAgentPolicyReconciler) writeStatus(ctx context.Context, p *gatev1.HarnessAgentPolicy, want *desiredState, reconcileErr error) error {
+func (r *HarnessAgentPolicyReconciler) writeStatus(ctx context.Context, p *gatev1.HarnessAgentPolicy, want *desiredState, applied policyApplied, reconcileErr error) error {
 	next := p.Status.DeepCopy()
 	if want == nil {
 		if reconcileErr == nil {
 			return nil
 		}
 		meta.SetStatusCondition(&next.Conditions, reconcileFailed(p, reconcileErr))
-		return r.patchStatus(ctx, p, next)
+		return patchStatus(ctx, r.Client, p, &p.Status, next)
 	}
 	next.ObservedGeneration = p.Generation
-	for _, c := range policyConditions(p, want) {
+	for _, c := range policyConditions(p, want, applied) {
 		if c.Reason == gatev1.ReasonCompileFailed && !conditionIs(p.Status.Conditions, c.Type, c.Status, c.Message) {
 			r.Recorder.Eventf(p, nil, "Warning", gatev1.ReasonCompileFailed, "Compile", "%s", c.Message)
 		}
@@ -118,14 +117,14 @@ func (r *HarnessAgentPolicyReconciler) writeStatus(ctx context.Context, p *gatev
 	}
 	// The digest and hash record what this controller published: the last good bundle is
 	// recognised by them (lastGood), so a failed apply changes neither.
-	if want.configMapErr == nil {
+	if applied.configMapErr == nil {
 		next.SnapshotDigest = want.build.Snapshot.Digest
 		next.RuleCount = int32(len(want.build.Snapshot.Rules))
 		next.Enforcement = gatev1.Enforcement(want.build.Snapshot.Mode())
 		next.AuditedRules = int32(want.build.Snapshot.AuditedRules())
 		next.BootstrapHash = want.build.Bundle.Hash
 	}
-	next.BootstrapConfigMap = configMapName(p)
+	next.BootstrapConfigMap = bootstrap.ConfigMapName(p.Name)
 	next.NetworkPolicy = networkPolicyName(p)
 	eg := &gatev1.EgressStatus{Mode: want.egress.Mode, Addresses: int32(want.egress.Addresses)}
 	if want.egressKept && p.Status.Egress != nil {
@@ -140,16 +139,7 @@ func (r *HarnessAgentPolicyReconciler) writeStatus(ctx context.Context, p *gatev
 		eg.UnresolvedHosts = res.Unresolved
 	}
 	next.Egress = eg
-	return r.patchStatus(ctx, p, next)
-}
-
-func (r *HarnessAgentPolicyReconciler) patchStatus(ctx context.Context, p *gatev1.HarnessAgentPolicy, next *gatev1.HarnessAgentPolicyStatus) error {
-	if equality.Semantic.DeepEqual(&p.Status, next) {
-		return nil
-	}
-	patch := client.MergeFrom(p.DeepCopy())
-	p.Status = *next
-	return r.Client.Status().Patch(ctx, p, patch)
+	return patchStatus(ctx, r.Client, p, &p.Status, next)
 }
 
 // heldBackWhy says why the spec's rules cannot be published, for the egress condition.

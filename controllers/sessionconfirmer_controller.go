@@ -81,8 +81,8 @@ func (r *SessionConfirmerReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, err
 	}
 	if o.policy != nil && len(o.missingSecrets) == 0 {
-		applied.deployed = true
-		if applied.err = r.applyConfirmer(ctx, sc, o); applied.err != nil {
+		applied = confirmerApplied{attempted: true, err: r.applyConfirmer(ctx, sc, o)}
+		if applied.err != nil {
 			return ctrl.Result{}, applied.err
 		}
 	}
@@ -92,11 +92,12 @@ func (r *SessionConfirmerReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	return ctrl.Result{}, nil
 }
 
-// confirmerApplied is what the apply phase did: whether it applied the children, and the
-// refusal of the first one the API server refused (a *childError).
+// confirmerApplied is what the apply phase did: attempted is set when it applied the
+// children (the policy and the Secrets are there), whether or not the API server accepted
+// them, and err is the refusal of the first one it refused (a *childError).
 type confirmerApplied struct {
-	deployed bool
-	err      error
+	attempted bool
+	err       error
 }
 
 // confirmerObserved is what a reconcile reads.
@@ -111,7 +112,7 @@ func (r *SessionConfirmerReconciler) gatherConfirmer(ctx context.Context, sc *ga
 	o := &confirmerObserved{}
 	p := &gatev1.HarnessAgentPolicy{}
 	if found, err := getOptional(ctx, r.Client, types.NamespacedName{Namespace: sc.Namespace, Name: sc.Spec.PolicyRef.Name}, p); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading HarnessAgentPolicy %s: %w", sc.Spec.PolicyRef.Name, err)
 	} else if found {
 		o.policy = p
 	}
@@ -126,7 +127,7 @@ func (r *SessionConfirmerReconciler) gatherConfirmer(ctx context.Context, sc *ga
 		case apierrors.IsNotFound(err):
 			o.missingSecrets = append(o.missingSecrets, ref.Name+"/"+ref.Key)
 		case err != nil:
-			return nil, err
+			return nil, fmt.Errorf("reading Secret %s: %w", ref.Name, err)
 		case len(s.Data[ref.Key]) == 0:
 			o.missingSecrets = append(o.missingSecrets, ref.Name+"/"+ref.Key)
 		}
@@ -134,13 +135,13 @@ func (r *SessionConfirmerReconciler) gatherConfirmer(ctx context.Context, sc *ga
 	key := types.NamespacedName{Namespace: sc.Namespace, Name: confirmerName(sc)}
 	d := &appsv1.Deployment{}
 	if found, err := getOptional(ctx, r.Client, key, d); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading Deployment %s: %w", key.Name, err)
 	} else if found {
 		o.deployment = d
 	}
 	pdb := &policyv1.PodDisruptionBudget{}
 	if found, err := getOptional(ctx, r.Client, key, pdb); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading PodDisruptionBudget %s: %w", key.Name, err)
 	} else if found {
 		o.pdb = pdb
 	}

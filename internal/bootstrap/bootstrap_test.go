@@ -361,3 +361,11 @@ func TestHookScriptAllowIsQuiet(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigMapName: the name sandbox pods and the confirmer mount, <policy>-bootstrap, as the
+// examples in docs/ write it.
+func TestConfigMapName(t *testing.T) {
+	if got := ConfigMapName("coding-agents"); got != "coding-agents-bootstrap" {
+		t.Fatalf("ConfigMapName(coding-agents) = %q, want coding-agents-bootstrap", got)
+	}
+}

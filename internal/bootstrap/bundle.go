@@ -39,6 +39,10 @@ const (
 	KeyCheckedRules = gate.CheckedFileName
 )
 
+// ConfigMapName is the name of a policy's bootstrap ConfigMap: the policy controller writes
+// it, the pod webhook mounts it, and the confirmer reads its snapshot from it.
+func ConfigMapName(policy string) string { return policy + "-bootstrap" }
+
 // hashedKeys are the files the bootstrap hash covers, in the order it covers them.
 var hashedKeys = []string{KeySnapshot, KeyHookScript, KeyManagedSettings, KeySettings, KeyHarnessSettings, KeyHarnessNetworkPolicy}
 

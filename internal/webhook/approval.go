@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -51,8 +52,8 @@ func final(s gatev1.ToolApprovalState) bool {
 // and groups become the request's authenticated user and its time the server's clock, whatever
 // the client wrote there. The message is the client's.
 type ApprovalRecorder struct {
-	// Now is the clock; nil is time.Now.
-	Now func() time.Time
+	// Clock is the server's clock; nil is the real one.
+	Clock clock.PassiveClock
 }
 
 var _ admission.Handler = (*ApprovalRecorder)(nil)
@@ -69,7 +70,7 @@ func (r *ApprovalRecorder) Handle(_ context.Context, req admission.Request) admi
 	if final(old.Status.State) || !final(ta.Status.State) {
 		return admission.Allowed("")
 	}
-	d := decisionOf(req.UserInfo, now(r.Now))
+	d := decisionOf(req.UserInfo, now(r.Clock))
 	if ta.Status.Decision != nil {
 		d.Message = ta.Status.Decision.Message
 	}
@@ -98,8 +99,8 @@ type ApprovalValidator struct {
 	// Reviews creates the LocalSubjectAccessReviews that say who may approve: namespaced, so the
 	// manager's RBAC for them holds also when it is bound per namespace (--namespaces).
 	Reviews client.Client
-	// Now is the clock; nil is time.Now.
-	Now func() time.Time
+	// Clock is the server's clock; nil is the real one.
+	Clock clock.PassiveClock
 }
 
 var _ admission.Handler = (*ApprovalValidator)(nil)
@@ -150,7 +151,7 @@ func (v *ApprovalValidator) decision(ctx context.Context, req admission.Request,
 		return refuse(http.StatusForbidden, metav1.StatusReasonForbidden, "status.decision",
 			"status.decision must name the user who makes the decision (%s) and its time: the webhook %s records them; another mutating webhook changed them", u.Username, ApprovalRecorderPath)
 	}
-	now := now(v.Now)
+	now := now(v.Clock)
 	expires := ta.Spec.ExpiresAt.Time
 	switch ta.Status.State {
 	case gatev1.ApprovalApproved, gatev1.ApprovalDenied:
@@ -298,9 +299,10 @@ func extra(in map[string]authenticationv1.ExtraValue) map[string]authorizationv1
 	return out
 }
 
-func now(clock func() time.Time) time.Time {
-	if clock == nil {
-		return time.Now()
+// now reads c, or the real clock when c is nil.
+func now(c clock.PassiveClock) time.Time {
+	if c == nil {
+		c = clock.RealClock{}
 	}
-	return clock()
+	return c.Now()
 }

@@ -38,10 +38,6 @@ const (
 // given them anyway.
 const AnnotationSkipContainers = "gate.intutic.io/inject-skip-containers"
 
-// BootstrapConfigMapName is the bootstrap ConfigMap of a policy: <policy>-bootstrap, as the
-// policy controller names it.
-func BootstrapConfigMapName(policy string) string { return policy + "-bootstrap" }
-
 // InjectOptions are the installation facts the injection renders: where the bundle and the
 // hook binary live in the pod (the manager's --bootstrap-mount-dir and --gate-hook-path) and the
 // image that carries /gate-hook.
@@ -79,7 +75,7 @@ func (e *ConflictError) Error() string { return e.Reason }
 // second pass (and a pod written by hand as the example) changes nothing. It returns warnings
 // for the pod's author, or a *ConflictError.
 func Inject(pod *corev1.Pod, policy string, o InjectOptions) ([]string, error) {
-	cm := BootstrapConfigMapName(policy)
+	cm := bootstrap.ConfigMapName(policy)
 	warnings, err := ensureVolumes(pod, cm)
 	if err != nil {
 		return nil, err
