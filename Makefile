@@ -32,7 +32,7 @@ manifests: tools ## Generate CRDs into config/crd/bases and RBAC into config/rba
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
 .PHONY: chart-sync
-chart-sync: ## Regenerate the chart's CRDs and ClusterRole from config/.
+chart-sync: ## Regenerate the chart's CRDs, ClusterRoles and webhook configurations from config/.
 	hack/sync-chart.sh
 
 # The packages with files for the nocel build (gate-hook as the images ship it, without CEL).
