@@ -35,13 +35,15 @@ manifests: tools ## Generate CRDs into config/crd/bases and RBAC into config/rba
 chart-sync: ## Regenerate the chart's CRDs, ClusterRoles and webhook configurations from config/.
 	hack/sync-chart.sh
 
-# The packages with files for the nocel build (gate-hook as the images ship it, without CEL).
-NOCEL_PKGS := ./internal/gate/... ./cmd/gate-hook/...
+# The nocel build: gate-hook as the images ship it, without CEL, and the packages with nocel
+# files. Only their product code builds without CEL (the tests and gatetest need it). unused and
+# unparam are left to the default build: here they would flag what only the CEL files use.
+NOCEL_PKGS := ./internal/gate/ ./cmd/gate-hook/
 
 .PHONY: lint
 lint: tools ## Run golangci-lint (.golangci.yml) over every package, the conformance suite included, and over the nocel build.
 	$(GOLANGCI_LINT) run ./...
-	$(GOLANGCI_LINT) run --build-tags nocel $(NOCEL_PKGS)
+	$(GOLANGCI_LINT) run --build-tags nocel --tests=false --disable unused,unparam $(NOCEL_PKGS)
 
 .PHONY: verify
 verify: generate manifests chart-sync lint ## Fail when generated files are stale, code is not gofmt-ed, go vet complains, or the linters do.
