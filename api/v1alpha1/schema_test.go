@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -32,10 +31,10 @@ import (
 var k8sClient client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(apiservertest.Main(envtest.WebhookInstallOptions{}, func(env *envtest.Environment) int { return runWithAPIServer(m, env.Config) }))
+	os.Exit(apiservertest.Main(envtest.WebhookInstallOptions{}, func(env *envtest.Environment) int { return runWithAPIServer(m, env) }))
 }
 
-func runWithAPIServer(m *testing.M, cfg *rest.Config) int {
+func runWithAPIServer(m *testing.M, env *envtest.Environment) int {
 	scheme := runtime.NewScheme()
 	if err := gatev1.AddToScheme(scheme); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -46,7 +45,7 @@ func runWithAPIServer(m *testing.M, cfg *rest.Config) int {
 		return 1
 	}
 	var err error
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	k8sClient, err = client.New(env.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
