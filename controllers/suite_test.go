@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -50,27 +51,11 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.Level(zapLevel()))))
+	os.Exit(apiservertest.Main(envtest.WebhookInstallOptions{}, func(env *envtest.Environment) int { return runSuite(m, env.Config) }))
 }
 
-func runSuite(m *testing.M) int {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.Level(zapLevel()))))
-	env, err := apiservertest.Environment(true)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting envtest:", err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-		}
-	}()
-
+func runSuite(m *testing.M, cfg *rest.Config) int {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = gatev1.AddToScheme(scheme)

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/apiservertest"
@@ -30,25 +31,10 @@ import (
 var k8sClient client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(runWithAPIServer(m))
+	os.Exit(apiservertest.Main(envtest.WebhookInstallOptions{}, func(env *envtest.Environment) int { return runWithAPIServer(m, env) }))
 }
 
-func runWithAPIServer(m *testing.M) int {
-	env, err := apiservertest.Environment(true)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
-		}
-	}()
+func runWithAPIServer(m *testing.M, env *envtest.Environment) int {
 	scheme := runtime.NewScheme()
 	if err := gatev1.AddToScheme(scheme); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -58,7 +44,8 @@ func runWithAPIServer(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	var err error
+	k8sClient, err = client.New(env.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -49,32 +49,28 @@ func TestMain(m *testing.M) {
 	os.Exit(runSuite(m))
 }
 
+// fail reports why the suite cannot run; TestMain exits with its result.
+func fail(err error) int {
+	fmt.Fprintln(os.Stderr, err)
+	return 1
+}
+
 func runSuite(m *testing.M) int {
-	fail := func(err error) int {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	var err error
 	if repoRoot, err = apiservertest.RepoRoot(); err != nil {
-		return fail(err)
-	}
-	env, err := apiservertest.Environment(true)
-	if err != nil {
 		return fail(err)
 	}
 	validating, mutating, err := webhooktest.Configurations(filepath.Join(repoRoot, "config", "webhook", "webhooks.yaml"))
 	if err != nil {
 		return fail(err)
 	}
-	env.WebhookInstallOptions = envtest.WebhookInstallOptions{ValidatingWebhooks: validating, MutatingWebhooks: mutating}
-	if adminCfg, err = env.Start(); err != nil {
-		return fail(fmt.Errorf("starting envtest: %w", err))
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-		}
-	}()
+	webhooks := envtest.WebhookInstallOptions{ValidatingWebhooks: validating, MutatingWebhooks: mutating}
+	return apiservertest.Main(webhooks, func(env *envtest.Environment) int { return runWithAPIServer(m, env) })
+}
+
+func runWithAPIServer(m *testing.M, env *envtest.Environment) int {
+	var err error
+	adminCfg = env.Config
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = gatev1.AddToScheme(scheme)

@@ -1,10 +1,12 @@
 // Package apiservertest starts a real kube-apiserver (envtest) from the binaries that
-// hack/build-control-plane.sh builds, for the tests of every package that needs one.
+// hack/build-control-plane.sh builds, for the tests of every package that needs one: Start for
+// one test, Main for all the tests of a package.
 package apiservertest
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -87,4 +89,31 @@ func Start(t testing.TB, withCRDs bool) *rest.Config {
 		}
 	})
 	return cfg
+}
+
+// Main starts one API server, with the project's CRDs and the given webhook configurations, for
+// all the tests of a package, calls run with it and stops it when run returns; a TestMain is
+// os.Exit(apiservertest.Main(webhooks, run)). It returns run's exit code, or 1 with the reason
+// on stderr when the server does not start.
+func Main(webhooks envtest.WebhookInstallOptions, run func(env *envtest.Environment) int) int {
+	return mainTo(os.Stderr, webhooks, run)
+}
+
+func mainTo(stderr io.Writer, webhooks envtest.WebhookInstallOptions, run func(env *envtest.Environment) int) int {
+	env, err := Environment(true)
+	if err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		return 1
+	}
+	env.WebhookInstallOptions = webhooks
+	if _, err := env.Start(); err != nil {
+		_, _ = fmt.Fprintln(stderr, "starting envtest:", err)
+		return 1
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			_, _ = fmt.Fprintln(stderr, "stopping envtest:", err)
+		}
+	}()
+	return run(env)
 }

@@ -57,28 +57,17 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	env, err := apiservertest.Environment(true)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	validating, mutating, err := webhooktest.Configurations(filepath.Join(repoRoot, "config", "webhook", "webhooks.yaml"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	env.WebhookInstallOptions = envtest.WebhookInstallOptions{ValidatingWebhooks: validating, MutatingWebhooks: mutating}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting envtest:", err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-		}
-	}()
+	webhooks := envtest.WebhookInstallOptions{ValidatingWebhooks: validating, MutatingWebhooks: mutating}
+	return apiservertest.Main(webhooks, func(env *envtest.Environment) int { return runWithAPIServer(m, env) })
+}
 
+func runWithAPIServer(m *testing.M, env *envtest.Environment) int {
+	cfg := env.Config
 	wo := env.WebhookInstallOptions
 	srv := NewServer(Options{
 		Host:          wo.LocalServingHost,

@@ -13,8 +13,10 @@ import (
 	"github.com/intutic/gate-operator/internal/webhook"
 )
 
-// TestWebhookConfigurations: the chart's default webhook configurations are config/webhook's,
-// labels aside, and serve the paths internal/webhook registers; no caBundle is shipped (the
+// TestWebhookConfigurations: the chart's webhook configurations, generated from config/webhook's
+// (TestChartInSync), render for the default values to config/webhook's, labels aside (the
+// templated names, namespaces, timeout and selectors reproduce it), and serve the paths
+// internal/webhook registers; no caBundle is shipped (the
 // manager injects its own CA); the pod webhook fails closed, reinvokes, and sees only labelled
 // pods outside the operator's namespace and kube-system; the policy webhooks fail open; the
 // ToolApproval decision webhooks fail closed on every toolapprovals/status update, everywhere.
