@@ -1,0 +1,186 @@
+package claudecode_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/runtime/claudecode"
+)
+
+// hookRules are the gate's golden rules (internal/gate snapshot_test.go).
+func hookRules() []gate.Rule {
+	return []gate.Rule{
+		{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.matches("rm\\s+-rf\\s+/")`, Action: gate.Block, Reason: "destructive command on the root filesystem", Code: "destructive_command"},
+		{Name: "fetch-needs-human", Tools: []string{"web_fetch"}, When: `!input.url.startsWith("https://github.com/") && input.url != ""`, Action: gate.Ask, Reason: "fetching from outside github.com needs a human"},
+		{Name: "no-prod-deploys", Tools: []string{"mcp__deploy__*"}, When: `has(input.environment) && input.environment == "production"`, Action: gate.Block, Reason: "production deploys go through the release pipeline", Code: "production_deploy"},
+		{Name: "reads-ok", Tools: []string{"read", "glob", "grep"}, Action: gate.Allow},
+	}
+}
+
+func gateFor(t *testing.T, meta gate.PolicyMeta, rules ...gate.Rule) *gate.Gate {
+	t.Helper()
+	if meta.Policy == "" {
+		meta.Policy = "agents/test"
+	}
+	s, err := gate.BuildSnapshot(meta, rules)
+	if err != nil {
+		t.Fatalf("BuildSnapshot: %v", err)
+	}
+	data, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gate.New(meta.WorkspaceID)
+	if err := g.Load(data); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return g
+}
+
+func bash(cmd string) *gate.Call {
+	return &gate.Call{Tool: "Bash", Input: map[string]any{"command": cmd}, Surface: gate.SurfaceHook}
+}
+
+// TestUndecodableHookInputIsRefused: a tool input Go cannot decode as Node would (a number
+// Node reads as Infinity, nesting past the decoder's depth, text that is not JSON) is an error,
+// whether tool_input is an object or a string holding JSON; it is never wrapped in args.
+func TestUndecodableHookInputIsRefused(t *testing.T) {
+	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
+	quoted := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	cases := map[string]string{
+		"object, number out of float64 range": `{"file_path":"/etc/cron.d/x","content":"x","n":1e999}`,
+		"string, number out of float64 range": quoted(`{"file_path":"/etc/cron.d/x","content":"x","n":1e999}`),
+		"string, nested too deep":             quoted(`{"file_path":"/etc/cron.d/x","n":` + deep + `}`),
+		"string, not JSON":                    quoted(`{"file_path":"/etc/cron.d/x"`),
+		"string, plain text":                  quoted(`ls -la`),
+	}
+	for name, toolInput := range cases {
+		t.Run(name, func(t *testing.T) {
+			call, _, err := claudecode.ParseHookInput([]byte(`{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":` + toolInput + `}`))
+			if err == nil {
+				t.Fatalf("undecodable tool_input was accepted as %v", call.Input)
+			}
+			if strings.Contains(err.Error(), "1e999") || strings.Contains(err.Error(), "ls -la") {
+				t.Fatalf("the error quotes the input: %v", err)
+			}
+		})
+	}
+	// What decodes keeps its shape: a string holding a non-object is wrapped in args.
+	call, _, err := claudecode.ParseHookInput([]byte(`{"tool_name":"custom","tool_input":"[1,\"a\"]"}`))
+	if err != nil || fmt.Sprint(call.Input) != `map[args:[[1 a]]]` {
+		t.Fatalf("got %v, %v", call, err)
+	}
+}
+
+// TestStrictHookInput: the hook input is read as the JavaScript that wrote it reads it back:
+// field names are case-sensitive and nothing may follow the value; unknown fields are ignored.
+func TestStrictHookInput(t *testing.T) {
+	hook := `{"hook_event_name":"PreToolUse","tool_name":"Bash","TOOL_NAME":"Read","tool_input":{"command":"rm -rf /"}}`
+	if call, _, err := claudecode.ParseHookInput([]byte(hook)); err == nil {
+		t.Fatalf("a hook field named in another case was accepted: %+v", call)
+	}
+	hook = `{"hook_event_name":"PreToolUse","tool_name":"mcp__a__b","mcp_server":{"name":"a","NAME":"b"},"tool_input":{}}`
+	if call, _, err := claudecode.ParseHookInput([]byte(hook)); err == nil {
+		t.Fatalf("a nested hook field named in another case was accepted: %+v", call)
+	}
+	for _, trailing := range []string{"}", "]", `{"tool_name":"Read"}`} {
+		if _, _, err := claudecode.ParseHookInput([]byte(`{"tool_name":"Bash","tool_input":{}}` + trailing)); err == nil {
+			t.Fatalf("hook input with trailing %q was accepted", trailing)
+		}
+	}
+	// Unknown fields stay allowed in the hook input: Claude Code adds fields between releases.
+	if _, _, err := claudecode.ParseHookInput([]byte(`{"tool_name":"Bash","tool_input":{},"new_field":1}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHookInputCwd(t *testing.T) {
+	call, _, err := claudecode.ParseHookInput([]byte(`{"session_id":"s","cwd":"/workspace/app","hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{"file_path":"../../etc/passwd","content":""},"tool_use_id":"t"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if call.Cwd != "/workspace/app" {
+		t.Fatalf("cwd %q", call.Cwd)
+	}
+	if v := gate.ViewOf(call); len(v.Writes) != 1 || v.Writes[0] != "/etc/passwd" || v.Cwd != "/workspace/app" {
+		t.Errorf("view %+v", v)
+	}
+}
+
+// TestAuditedHookResponse: an audited Block exits 0 without a permission decision and tells
+// the user in systemMessage; stderr stays quiet.
+func TestAuditedHookResponse(t *testing.T) {
+	g := gateFor(t, gate.PolicyMeta{Enforcement: gate.Audit}, gate.Rule{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.contains("rm -rf /")`, Action: gate.Block, Reason: "destructive command"})
+	d := g.Decide(bash("rm -rf /"))
+	for _, explicit := range []bool{false, true} {
+		out, stderr, exit := claudecode.HookResponse(d, explicit)
+		var got claudecode.HookOutput
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("stdout %q: %v", out, err)
+		}
+		wantDecision := map[bool]string{false: "", true: "allow"}[explicit]
+		if exit != 0 || stderr != "" || got.SystemMessage != "[Intutic Governance] AUDIT: would block: destructive command" ||
+			got.HookSpecificOutput.HookEventName != "PreToolUse" || got.HookSpecificOutput.PermissionDecision != wantDecision {
+			t.Fatalf("explicitAllow=%v: exit %d, stderr %q, stdout %s", explicit, exit, stderr, out)
+		}
+	}
+	if out, _, _ := claudecode.HookResponse(g.Decide(bash("ls")), false); out != nil {
+		t.Fatalf("an Allow with nothing audited printed %s", out)
+	}
+}
+
+// Seed corpora live in testdata/fuzz/<FuzzName>/; `go test` runs them as regression cases and
+// `go test -fuzz FuzzX` explores from them.
+
+func FuzzHookInput(f *testing.F) {
+	f.Add([]byte(`{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf /"},"tool_use_id":"t"}`))
+	f.Add([]byte(`{"hook_event_name":"PreToolUse","tool_name":"mcp__deploy__run","tool_input":{"environment":"production"},"mcp_server":{"name":"deploy","source":"project"}}`))
+	f.Add([]byte(`{"hook_event_name":"PostToolUse","tool_name":"Bash"}`))
+	f.Add([]byte(`{"tool_name":"Bash","tool_input":"{\"command\":\"ls\"}"}`))
+	f.Add([]byte(`not json`))
+	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "a/b", Generation: 1}, hookRules())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		call, _, err := claudecode.ParseHookInput(data)
+		if err != nil {
+			out, _, exit := claudecode.HookResponse(gate.Refuse(gate.CodeInputInvalid, err.Error()), false)
+			if exit != 2 || len(out) == 0 {
+				t.Fatalf("malformed hook input must be denied with exit 2, got exit %d", exit)
+			}
+			return
+		}
+		p, _ := gate.CompileFor(s, call.Tool, call.Server)
+		d := p.Decide(call)
+		out, _, exit := claudecode.HookResponse(d, false)
+		switch d.Verdict {
+		case gate.Allow:
+			if exit != 0 || len(out) != 0 {
+				t.Fatalf("Allow must exit 0 silently, got exit %d %q", exit, out)
+			}
+		case gate.Ask:
+			if exit != 0 {
+				t.Fatalf("Ask must exit 0, got %d", exit)
+			}
+		case gate.Block:
+			if exit != 2 {
+				t.Fatalf("Block must exit 2, got %d", exit)
+			}
+		}
+	})
+}
+
+// BenchmarkParseHookInput is what gate-hook pays to read a PreToolUse call.
+func BenchmarkParseHookInput(b *testing.B) {
+	in := []byte(`{"session_id":"9b2c1f0e-4d1a-4a57-8f0e-1c2d3e4f5a6b","transcript_path":"/home/agent/.claude/projects/w/9b2c.jsonl","cwd":"/workspace","permission_mode":"default","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"go test ./... -count=1","description":"Run it"},"tool_use_id":"toolu_01ABCDEF"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := claudecode.ParseHookInput(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
