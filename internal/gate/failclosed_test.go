@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gate/toolname"
 )
 
 // Fail closed: every fault ends in a refusal, never an unevaluated Allow.
@@ -92,8 +93,8 @@ func TestMCPServerCannotPoseAsAnother(t *testing.T) {
 		})
 	}
 	// Claude Code reports an MCP server by its configured name and folds it into tool names.
-	if name, server, err := gate.ResolveTool("mcp__claude_ai_Gmail__search", "claude.ai Gmail"); err != nil || name != "mcp__claude_ai_Gmail__search" || server != "claude_ai_Gmail" {
-		t.Fatalf("got %q %q %v", name, server, err)
+	if tool, err := toolname.Resolve("mcp__claude_ai_Gmail__search", "claude.ai Gmail"); err != nil || tool.Name != "mcp__claude_ai_Gmail__search" || tool.Server != "claude_ai_Gmail" {
+		t.Fatalf("got %q %q %v", tool.Name, tool.Server, err)
 	}
 	// The server the rules see is the one the name carries.
 	g = gateFor(t, gate.PolicyMeta{}, gate.Rule{Name: "srv", When: `server == "github"`, Action: gate.Block, Reason: "srv"})
