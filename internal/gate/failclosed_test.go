@@ -103,7 +103,7 @@ func TestMCPServerCannotPoseAsAnother(t *testing.T) {
 	}
 }
 
-// TestToolGlobs pins what a tool pattern matches (see the doc comment of toolname.go).
+// TestToolGlobs pins what a tool pattern matches (see the package doc of internal/gate/toolname).
 func TestToolGlobs(t *testing.T) {
 	cases := []struct {
 		pattern, tool string
