@@ -13,7 +13,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"runtime/debug"
 
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/runtime/claudecode"
 )
 
 const defaultSnapshot = "/opt/intutic/hooks/" + gate.SnapshotFileName
@@ -70,11 +70,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	}
 
 	// Read once, and kept: a call that needs CEL is handed on with the same bytes.
-	data, err := io.ReadAll(io.LimitReader(stdin, gate.MaxHookInput+1))
+	data, err := claudecode.ReadHookInput(stdin)
 	if err != nil {
-		return answer(stdout, stderr, gate.Refuse(gate.CodeInputInvalid, "reading the hook input: "+err.Error()), false)
+		return answer(stdout, stderr, gate.Refuse(gate.CodeInputInvalid, err.Error()), false)
 	}
-	call, _, err := gate.ReadHookInput(bytes.NewReader(data))
+	call, _, err := claudecode.ParseHookInput(data)
 	if err != nil {
 		return answer(stdout, stderr, gate.Refuse(gate.CodeInputInvalid, err.Error()), false)
 	}
@@ -157,7 +157,7 @@ func installCopy(src, dir, name string) error {
 }
 
 func answer(stdout, stderr io.Writer, d gate.Decision, explicitAllow bool) int {
-	out, msg, exit := gate.HookResponse(d, explicitAllow)
+	out, msg, exit := claudecode.HookResponse(d, explicitAllow)
 	if len(out) > 0 {
 		if _, err := stdout.Write(out); err != nil && d.Verdict != gate.Allow {
 			// An Ask or a deny that cannot be delivered must still stop the call.

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/runtime/claudecode"
 )
 
 // hookBin is gate-hook as the images ship it: built without CEL, with gate-hook-cel beside it
@@ -132,9 +133,9 @@ func runHook(t *testing.T, stdin []byte, env []string, args ...string) result {
 	return r
 }
 
-func decision(t *testing.T, stdout string) gate.HookSpecificOutput {
+func decision(t *testing.T, stdout string) claudecode.HookSpecificOutput {
 	t.Helper()
-	var out gate.HookOutput
+	var out claudecode.HookOutput
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatalf("stdout is not hook JSON: %q: %v", stdout, err)
 	}
@@ -217,7 +218,7 @@ func TestFailuresBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := payload("Bash", map[string]any{"command": "ls " + secret}, nil)
-	oversized := payload("Write", map[string]any{"file_path": "/w/big", "content": strings.Repeat("a", gate.MaxHookInput) + secret}, nil)
+	oversized := payload("Write", map[string]any{"file_path": "/w/big", "content": strings.Repeat("a", claudecode.MaxHookInput) + secret}, nil)
 
 	cases := []struct {
 		name   string
@@ -297,7 +298,7 @@ func TestAuditedBlockProceeds(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runHook(t, payload(tc.tool, tc.input, nil), nil, "--snapshot", snap)
-			var out gate.HookOutput
+			var out claudecode.HookOutput
 			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
 				t.Fatalf("stdout is not hook JSON: %+v", r)
 			}

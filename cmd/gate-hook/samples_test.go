@@ -18,6 +18,7 @@ import (
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/runtime/claudecode"
 )
 
 const (
@@ -141,7 +142,7 @@ var clusterGates = map[*gate.Snapshot]*gate.Gate{}
 // gate-hook-cel decides with the rules of the call's tool.
 func clusterDecision(t *testing.T, s *gate.Snapshot, snapPath string, stdin []byte) (gate.Decision, gate.Decision) {
 	t.Helper()
-	call, _, err := gate.ParseHookInput(stdin)
+	call, _, err := claudecode.ParseHookInput(stdin)
 	if err != nil {
 		// Input the hook cannot read (some cases hold such on purpose) is refused unjudged.
 		d := gate.Refuse(gate.CodeInputInvalid, err.Error())
@@ -184,7 +185,7 @@ func TestDecideWithoutCELAgrees(t *testing.T) {
 			if !sameDecision(cluster, hook) {
 				t.Errorf("%s/%s: gate-hook-cel decides %+v, the cluster's gate %+v", name, c.Name, hook, cluster)
 			}
-			call, _, err := gate.ParseHookInput(stdin)
+			call, _, err := claudecode.ParseHookInput(stdin)
 			if err != nil {
 				continue
 			}
@@ -222,7 +223,7 @@ func TestBinariesAgree(t *testing.T) {
 			stdin := c.hookCall()
 			snapPath := writeHookDir(t, s, c.Caller.Pod)
 			cluster, _ := clusterDecision(t, s, snapPath, stdin)
-			out, msg, exit := gate.HookResponse(cluster, false)
+			out, msg, exit := claudecode.HookResponse(cluster, false)
 			want := result{string(out), msg, exit}
 			if msg != "" {
 				want.stderr = msg + "\n"

@@ -10,6 +10,8 @@ import (
 	"cel.dev/cel-go/common/types/ref"
 
 	"github.com/intutic/gate-operator/internal/shellparse"
+
+	"github.com/intutic/gate-operator/internal/gate/toolname"
 )
 
 // CallView is the typed view of a call the rules see as `call`, built from the tool name, the
@@ -42,11 +44,8 @@ type CallView struct {
 // ViewOf is the view the rules see of a call. It never fails: a tool name that does not resolve
 // is an unknown tool.
 func ViewOf(c *Call) CallView {
-	name, _, err := ResolveTool(c.Tool, c.Server)
-	if err != nil {
-		name = ""
-	}
-	return viewOf(name, c.Input, c.Cwd)
+	t, _ := toolname.Resolve(c.Tool, c.Server) // a zero Tool when it does not
+	return viewOf(t.Name, c.Input, c.Cwd)
 }
 
 func viewOf(tool string, input map[string]any, cwd string) CallView {
@@ -58,7 +57,7 @@ func viewOf(tool string, input map[string]any, cwd string) CallView {
 	switch {
 	case shape != nil:
 		v.Kind = shape.Kind
-	case hasMCPPrefix(tool):
+	case toolname.HasMCPPrefix(tool):
 		v.Kind = KindMCP
 		return v
 	default:

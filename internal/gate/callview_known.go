@@ -1,6 +1,10 @@
 package gate
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/intutic/gate-operator/internal/gate/toolname"
+)
 
 // What the prefilters know of the call's view (CallView) without building it: its kind, which of
 // its lists are certainly empty, and whether its shell code is certainly known. Only a tool's
@@ -14,7 +18,7 @@ func viewKind(tool string) string {
 	switch shape := shapeOf(tool); {
 	case shape != nil:
 		return shape.Kind
-	case hasMCPPrefix(tool):
+	case toolname.HasMCPPrefix(tool):
 		return KindMCP
 	default:
 		return KindUnknown

@@ -18,6 +18,8 @@ import (
 	celast "cel.dev/cel-go/common/ast"
 	exprpb "google.golang.org/genproto/googleapis/api/expr/v1alpha1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/intutic/gate-operator/internal/gate/checkedwire"
 )
 
 // The checked rules file (CheckedFileName) carries every rule's expression as the operator
@@ -158,7 +160,7 @@ func (p *precompiled) load() {
 }
 
 // ast returns rule i's checked expression, or nil when the file does not have one to trust.
-// It is read with decodeCheckedWire, or, for what that reader does not take, with protobuf-go
+// It is read with checkedwire.Decode, or, for what that reader does not take, with protobuf-go
 // as cel-go reads it.
 func (p *precompiled) ast(i int, when string) *celast.AST {
 	if p == nil {
@@ -172,7 +174,7 @@ func (p *precompiled) ast(i int, when string) *celast.AST {
 	if err != nil {
 		return nil
 	}
-	if a, err := decodeCheckedWire(b, when); err == nil && a.IsChecked() {
+	if a, err := checkedwire.Decode(b, when); err == nil && a.IsChecked() {
 		return a
 	}
 	var pb exprpb.CheckedExpr

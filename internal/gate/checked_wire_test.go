@@ -10,6 +10,8 @@ import (
 	exprpb "google.golang.org/genproto/googleapis/api/expr/v1alpha1"
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
+
+	"github.com/intutic/gate-operator/internal/gate/checkedwire"
 )
 
 // wireExpressions cover every kind of expression and type the checked rules file can hold:
@@ -121,13 +123,13 @@ func sameAST(t testing.TB, a, b *celast.AST) bool {
 }
 
 // TestCheckedWireAgreesWithProtobuf: every expression of the corpus and of the sample policy,
-// checked as the operator checks it, is read by decodeCheckedWire (none is left to the
+// checked as the operator checks it, is read by checkedwire.Decode (none is left to the
 // protobuf path) into the AST cel-go's own reading gives, and the programs planned from both
 // decide alike.
 func TestCheckedWireAgreesWithProtobuf(t *testing.T) {
 	for _, when := range append(wireExpressions, sampleExpressions(t)...) {
 		b, pb := checkedWire(t, when)
-		got, err := decodeCheckedWire(b, when)
+		got, err := checkedwire.Decode(b, when)
 		if err != nil {
 			t.Errorf("%s: not read: %v", when, err)
 			continue
@@ -150,49 +152,4 @@ func TestCheckedWireAgreesWithProtobuf(t *testing.T) {
 			t.Errorf("%s: differs from cel-go's reading", when)
 		}
 	}
-}
-
-// TestCheckedWireRefuses: what the reader does not read exactly as protobuf-go and cel-go
-// would is refused, so the caller takes their path: a repeated non-repeated field (protobuf
-// merges it), an unknown field, a wrong wire type, truncation, a syntax version, another text.
-func TestCheckedWireRefuses(t *testing.T) {
-	when := `input.edits.exists(e, e.new_string.contains("secret"))`
-	b, _ := checkedWire(t, when)
-	for name, bad := range map[string][]byte{
-		"the expression twice":       append(append([]byte{}, b...), b...),
-		"an unknown field":           append(append([]byte{}, b...), 0x78, 0x01), // field 15, varint
-		"expr as a varint":           append([]byte{0x20, 0x01}, b...),           // field 4, varint
-		"truncated":                  b[:len(b)-1],
-		"a syntax version":           append(append([]byte{}, b...), 0x2a, 0x03, 0x0a, 0x01, 'x'), // source_info{syntax_version:"x"}: a second source_info
-		"empty":                      {},
-		"an unterminated varint tag": {0x80},
-	} {
-		if _, err := decodeCheckedWire(bad, when); err == nil {
-			t.Errorf("%s: read", name)
-		}
-	}
-	if _, err := decodeCheckedWire(b, "true\n"+when); err == nil {
-		t.Error("another text's line offsets are read")
-	}
-}
-
-// FuzzCheckedWire: whatever bytes decodeCheckedWire reads, cel-go reads too, into the same AST.
-func FuzzCheckedWire(f *testing.F) {
-	for _, when := range wireExpressions[:8] {
-		b, _ := checkedWire(f, when)
-		f.Add(b, when)
-	}
-	f.Fuzz(func(t *testing.T, b []byte, when string) {
-		got, err := decodeCheckedWire(b, when)
-		if err != nil {
-			return
-		}
-		want, err := viaProtobuf(b, when)
-		if err != nil {
-			t.Fatalf("read here, refused by cel-go: %v", err)
-		}
-		if !sameAST(t, got, want) {
-			t.Fatal("read otherwise than cel-go reads it")
-		}
-	})
 }

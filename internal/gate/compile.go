@@ -2,6 +2,8 @@ package gate
 
 import (
 	"fmt"
+
+	"github.com/intutic/gate-operator/internal/gate/toolname"
 )
 
 // CostLimit bounds the runtime cost of one evaluation of one rule, in CEL cost units; the same
@@ -48,7 +50,7 @@ const (
 type compiledRule struct {
 	Rule
 	index    int
-	patterns []toolPattern // compiled tool patterns; empty matches every tool
+	patterns []toolname.Pattern // compiled tool patterns; empty matches every tool
 	filter   quick
 	program  *lazyProgram // nil when the rule has no when
 	err      error
@@ -69,7 +71,7 @@ func compileRule(i int, r Rule) (compiledRule, FieldErrors) {
 		errs = append(errs, FieldError{base + ".action", fmt.Sprintf("%q is not Allow, Ask or Block", r.Action)})
 	}
 	for j, p := range r.Tools {
-		tp, err := compilePattern(p)
+		tp, err := toolname.Compile(p)
 		if err != nil {
 			errs = append(errs, FieldError{fmt.Sprintf("%s.tools[%d]", base, j), fmt.Sprintf("%q is not a valid glob pattern: %v", p, err)})
 			continue

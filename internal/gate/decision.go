@@ -5,6 +5,8 @@
 // The package imports no Kubernetes package, so the gate-hook binary stays small and starts fast.
 package gate
 
+import "github.com/intutic/gate-operator/internal/gate/toolname"
+
 // Verdict is the outcome of a decision.
 type Verdict string
 
@@ -66,7 +68,7 @@ const (
 	CodeRuleError = "rule_error"
 	// CodeInputInvalid: the call itself could not be read: malformed or oversized hook input, a
 	// tool input that does not decode (see RenderInput), or an MCP server that contradicts the
-	// tool name (see ResolveTool).
+	// tool name (see toolname.Resolve).
 	CodeInputInvalid = "input_invalid"
 	// CodeInputTooCostly: a rule could not judge the input within the cost limit. The call is
 	// refused under either failurePolicy: the rule is not broken, the input is too large for it.
@@ -98,6 +100,10 @@ type Call struct {
 	// fills ServiceAccount, Pod and Agent where it knows them; the gate fills the rest.
 	Caller Caller
 }
+
+// CanonicalToolName is the name a call's tool is decided under (toolname.Canonical): for logs,
+// audit records and the names of objects about the call.
+func CanonicalToolName(tool, server string) string { return toolname.Canonical(tool, server) }
 
 // Decision is the gate's answer to one call.
 type Decision struct {

@@ -5,45 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gate/toolname"
 )
 
 // Fail closed: every fault ends in a refusal, never an unevaluated Allow.
-
-// TestUndecodableHookInputIsRefused: a tool input Go cannot decode as Node would (a number
-// Node reads as Infinity, nesting past the decoder's depth, text that is not JSON) is an error,
-// whether tool_input is an object or a string holding JSON; it is never wrapped in args.
-func TestUndecodableHookInputIsRefused(t *testing.T) {
-	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
-	quoted := func(s string) string { b, _ := json.Marshal(s); return string(b) }
-	cases := map[string]string{
-		"object, number out of float64 range": `{"file_path":"/etc/cron.d/x","content":"x","n":1e999}`,
-		"string, number out of float64 range": quoted(`{"file_path":"/etc/cron.d/x","content":"x","n":1e999}`),
-		"string, nested too deep":             quoted(`{"file_path":"/etc/cron.d/x","n":` + deep + `}`),
-		"string, not JSON":                    quoted(`{"file_path":"/etc/cron.d/x"`),
-		"string, plain text":                  quoted(`ls -la`),
-	}
-	for name, toolInput := range cases {
-		t.Run(name, func(t *testing.T) {
-			call, _, err := gate.ParseHookInput([]byte(`{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":` + toolInput + `}`))
-			if err == nil {
-				t.Fatalf("undecodable tool_input was accepted as %v", call.Input)
-			}
-			if strings.Contains(err.Error(), "1e999") || strings.Contains(err.Error(), "ls -la") {
-				t.Fatalf("the error quotes the input: %v", err)
-			}
-		})
-	}
-	// What decodes keeps its shape: a string holding a non-object is wrapped in args.
-	call, _, err := gate.ParseHookInput([]byte(`{"tool_name":"custom","tool_input":"[1,\"a\"]"}`))
-	if err != nil || fmtValue(call.Input) != `map[args:[[1 a]]]` {
-		t.Fatalf("got %v, %v", call, err)
-	}
-}
 
 // TestCostOverrunRefusedUnderIgnore: input too large for a rule to judge within the cost limit
 // is refused with input_too_costly under either failure policy; it is not a rule bug to skip.
@@ -124,8 +93,8 @@ func TestMCPServerCannotPoseAsAnother(t *testing.T) {
 		})
 	}
 	// Claude Code reports an MCP server by its configured name and folds it into tool names.
-	if name, server, err := gate.ResolveTool("mcp__claude_ai_Gmail__search", "claude.ai Gmail"); err != nil || name != "mcp__claude_ai_Gmail__search" || server != "claude_ai_Gmail" {
-		t.Fatalf("got %q %q %v", name, server, err)
+	if tool, err := toolname.Resolve("mcp__claude_ai_Gmail__search", "claude.ai Gmail"); err != nil || tool.Name != "mcp__claude_ai_Gmail__search" || tool.Server != "claude_ai_Gmail" {
+		t.Fatalf("got %q %q %v", tool.Name, tool.Server, err)
 	}
 	// The server the rules see is the one the name carries.
 	g = gateFor(t, gate.PolicyMeta{}, gate.Rule{Name: "srv", When: `server == "github"`, Action: gate.Block, Reason: "srv"})
@@ -134,7 +103,7 @@ func TestMCPServerCannotPoseAsAnother(t *testing.T) {
 	}
 }
 
-// TestToolGlobs pins what a tool pattern matches (see the doc comment of toolname.go).
+// TestToolGlobs pins what a tool pattern matches (see the package doc of internal/gate/toolname).
 func TestToolGlobs(t *testing.T) {
 	cases := []struct {
 		pattern, tool string
@@ -211,8 +180,9 @@ func redigest(t *testing.T, data []byte) []byte {
 	return append(append([]byte{}, data[:i]...), digestMember+"sha256:"+hex.EncodeToString(sum[:])+"\""+fileEnd...)
 }
 
-// TestStrictDecoding: the snapshot and the hook input are read as the JavaScript that wrote
-// them reads them back: field names are case-sensitive and nothing may follow the value.
+// TestStrictDecoding: the snapshot is read as the JavaScript that wrote it reads it back:
+// field names are case-sensitive (claudecode's TestStrictHookInput reads the hook input so,
+// and strictjson's TestDecode the decoder itself).
 func TestStrictDecoding(t *testing.T) {
 	s := build(t, gate.PolicyMeta{DefaultAction: gate.Block}, gate.Rule{Name: "r", Action: gate.Allow})
 	data, _ := s.Encode()
@@ -222,49 +192,5 @@ func TestStrictDecoding(t *testing.T) {
 	renamed := redigest(t, bytes.Replace(data, []byte(`"defaultAction"`), []byte(`"DefaultAction"`), 1))
 	if _, err := gate.LoadSnapshot(renamed, ""); err == nil {
 		t.Fatal("a snapshot field named in another case was accepted")
-	}
-
-	hook := `{"hook_event_name":"PreToolUse","tool_name":"Bash","TOOL_NAME":"Read","tool_input":{"command":"rm -rf /"}}`
-	if call, _, err := gate.ParseHookInput([]byte(hook)); err == nil {
-		t.Fatalf("a hook field named in another case was accepted: %+v", call)
-	}
-	hook = `{"hook_event_name":"PreToolUse","tool_name":"mcp__a__b","mcp_server":{"name":"a","NAME":"b"},"tool_input":{}}`
-	if call, _, err := gate.ParseHookInput([]byte(hook)); err == nil {
-		t.Fatalf("a nested hook field named in another case was accepted: %+v", call)
-	}
-	for _, trailing := range []string{"}", "]", `{"tool_name":"Read"}`} {
-		if _, _, err := gate.ParseHookInput([]byte(`{"tool_name":"Bash","tool_input":{}}` + trailing)); err == nil {
-			t.Fatalf("hook input with trailing %q was accepted", trailing)
-		}
-	}
-	// DecodeStrict, which the snapshot and the confirm API use, refuses unknown fields too.
-	type nested struct {
-		Name string `json:"name"`
-	}
-	type doc struct {
-		Tool  string          `json:"tool"`
-		N     float64         `json:"n,omitempty"`
-		Inner *nested         `json:"inner,omitempty"`
-		Raw   json.RawMessage `json:"raw,omitempty"`
-	}
-	for _, bad := range []string{`{"tool":"a"}}`, `{"tool":"a"}]`, `{"tool":"a"} {}`, `{"Tool":"a"}`, `{"tool":"a","TOOL":"b"}`,
-		`{"tool":"a","tool":"b"}`, `{"tool":"a","x":1}`, `{"tool":"a","inner":{"NAME":"b"}}`, `{"tool":"a","n":1e999}`} {
-		var d doc
-		if err := gate.DecodeStrict([]byte(bad), &d); err == nil {
-			t.Errorf("DecodeStrict accepted %s as %+v", bad, d)
-		}
-	}
-	var d doc
-	if err := gate.DecodeStrict([]byte(" {\"tool\":\"a\",\"n\":3,\"inner\":{\"name\":\"b\"},\"raw\":{\"Any\":[1e300]}}\n\t"), &d); err != nil ||
-		d.Tool != "a" || d.N != 3 || d.Inner.Name != "b" || string(d.Raw) != `{"Any":[1e300]}` {
-		t.Fatalf("got %+v, %v", d, err)
-	}
-	if err := gate.DecodeStrict([]byte(`{"tool":"a"}}`), &d); !errors.Is(err, gate.ErrTrailingData) {
-		t.Fatalf("trailing data: %v", err)
-	}
-
-	// Unknown fields stay allowed in the hook input: Claude Code adds fields between releases.
-	if _, _, err := gate.ParseHookInput([]byte(`{"tool_name":"Bash","tool_input":{},"new_field":1}` + "\n")); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/intutic/gate-operator/internal/gate/toolname"
 )
 
 // Policy is a snapshot compiled for evaluation. It is immutable and safe for concurrent use.
@@ -11,9 +13,9 @@ type Policy struct {
 	snap  *Snapshot
 	rules []compiledRule
 	index *toolIndex
-	// onlyTool, when set, is the one (normalized) tool this policy was compiled for by CompileFor.
-	onlyTool string
-	errs     FieldErrors
+	// only, when set, is the one tool this policy was compiled for by CompileFor.
+	only *onlyTool
+	errs FieldErrors
 	// namespace and name are the snapshot's policy, as caller.namespace and caller.policy.
 	namespace, name string
 	// readsCaller is set when a rule reads `caller` (always, for a policy CompileFor compiled).
@@ -29,17 +31,42 @@ func Compile(s *Snapshot) (*Policy, FieldErrors) {
 // CompileFor compiles only the rules whose tool patterns can match one tool, so the start-up
 // cost of a one-shot caller (gate-hook) does not grow with the whole rule set. The policy
 // refuses calls to any other tool.
+//
+// The tool is resolved here, once: deciding the call it was compiled for reuses the resolution.
 func CompileFor(s *Snapshot, tool, server string) (*Policy, FieldErrors) {
-	name := normalizeToolName(CanonicalToolName(tool, server))
+	only := &onlyTool{tool: tool, server: server}
+	only.resolved, only.err = toolname.Resolve(tool, server)
+	only.key = only.resolved.Key
+	if only.err != nil {
+		only.key = toolname.Normalize(tool) // rules are chosen by the name as reported; deciding refuses the call
+	}
 	var keep []int
 	for i, r := range s.Rules {
-		if ruleMatchesTool(r.Tools, name) {
+		if ruleMatchesTool(r.Tools, only.key) {
 			keep = append(keep, i)
 		}
 	}
 	p, errs := compile(s, selected(keep))
-	p.onlyTool = name
+	p.only = only
 	return p, errs
+}
+
+// onlyTool is the tool a policy was compiled for (CompileFor): as the call reported it, and
+// resolved, or why it does not resolve.
+type onlyTool struct {
+	tool, server string
+	resolved     toolname.Tool
+	err          error
+	key          string // the folded name the policy's rules were chosen by
+}
+
+// resolve resolves a call's tool: once per decision, or not at all for the call a policy was
+// compiled for.
+func (p *Policy) resolve(c *Call) (toolname.Tool, error) {
+	if o := p.only; o != nil && c.Tool == o.tool && c.Server == o.server {
+		return o.resolved, o.err
+	}
+	return toolname.Resolve(c.Tool, c.Server)
 }
 
 // ruleSelection says which rules compile compiles: all of them, or the listed ones (possibly
@@ -59,7 +86,7 @@ func ruleMatchesTool(patterns []string, name string) bool {
 		return true
 	}
 	for _, p := range patterns {
-		if tp, err := compilePattern(p); err != nil || tp.match(name) {
+		if tp, err := toolname.Compile(p); err != nil || tp.Match(name) {
 			return true
 		}
 	}
@@ -146,19 +173,19 @@ func (p *Policy) decide(c *Call, withoutCEL bool) Decision {
 	if s.Invalid != "" {
 		return refusal(CodePolicyInvalid, "policy "+s.Policy+" has never compiled: "+s.Invalid, s.Digest)
 	}
-	name, server, err := ResolveTool(c.Tool, c.Server)
+	tool, err := p.resolve(c)
 	if err != nil {
 		return refusal(CodeInputInvalid, err.Error(), s.Digest)
 	}
-	if p.onlyTool != "" && normalizeToolName(name) != p.onlyTool {
+	if p.only != nil && tool.Key != p.only.key {
 		return refusal(CodeToolMismatch, "the gate was compiled for another tool", s.Digest)
 	}
-	entry := p.index.lookup(name)
+	entry := p.index.lookup(tool)
 	var scr screenScratch
 	if entry.screen != nil {
 		entry.screen.run(p.index.screen, c.Input, &scr)
 	}
-	dc := decisionCall{policy: p, tool: name, server: server, surface: c.Surface, session: c.Session, input: c.Input, cwd: c.Cwd, caller: c.Caller, withoutCEL: withoutCEL}
+	dc := decisionCall{policy: p, tool: tool.Name, server: tool.Server, surface: c.Surface, session: c.Session, input: c.Input, cwd: c.Cwd, caller: c.Caller, withoutCEL: withoutCEL}
 	defer dc.release()
 	return p.judge(entry.candidates, &scr, &dc)
 }

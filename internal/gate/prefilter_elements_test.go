@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"cel.dev/cel-go/common/types"
+
+	"github.com/intutic/gate-operator/internal/strictjson"
 )
 
 // elementExprs are exists over the view's lists with bodies of every form the element prefilters
@@ -170,8 +172,8 @@ func TestElementPrefilterCompat(t *testing.T) {
 		t.Fatalf("not decoded as canonical:\n%s", data)
 	}
 	var strict Snapshot
-	if err := DecodeStrict(data, &strict); err != nil || !reflect.DeepEqual(*fast, strict) {
-		t.Fatalf("the fast decoder reads\n%+v\nDecodeStrict\n%+v (%v)", *fast, strict, err)
+	if err := strictjson.Decode(data, &strict); err != nil || !reflect.DeepEqual(*fast, strict) {
+		t.Fatalf("the fast decoder reads\n%+v\nstrictjson.Decode\n%+v (%v)", *fast, strict, err)
 	}
 
 	long := `call.hosts.exists(h, h == "a"`

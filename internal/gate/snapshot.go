@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/intutic/gate-operator/internal/strictjson"
 )
 
 // The snapshot format: policy-snapshot.rules in the bootstrap ConfigMap.
@@ -229,7 +231,7 @@ func LoadSnapshot(data []byte, workspace string) (*Snapshot, error) {
 	s, fast := decodeCanonical(data)
 	if !fast {
 		s = &Snapshot{}
-		if err := DecodeStrict(data, s); err != nil {
+		if err := strictjson.Decode(data, s); err != nil {
 			return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot is not valid JSON: " + err.Error()}
 		}
 	}

@@ -8,10 +8,10 @@ import (
 
 // decodeCanonical decodes a snapshot written the way Encode writes one: compact, its members in
 // the declared order, empty optional members left out. It is what gate-hook pays on every call,
-// and several times faster than DecodeStrict, which reflects over every field. It accepts only
-// text DecodeStrict accepts and decodes to the same value; anything else (another member order,
+// and several times faster than strictjson.Decode, which reflects over every field. It accepts only
+// text strictjson.Decode accepts and decodes to the same value; anything else (another member order,
 // whitespace, an unknown or repeated member, an escape it does not read, deep nesting) returns
-// false, and the caller decodes with DecodeStrict, which judges the text and reports any error.
+// false, and the caller decodes with strictjson.Decode, which judges the text and reports any error.
 func decodeCanonical(data []byte) (*Snapshot, bool) {
 	// One copy of the text: every string without escapes is a substring of it.
 	d := canonicalDecoder{data: string(data)}
@@ -39,7 +39,7 @@ func (d *canonicalDecoder) header(s *Snapshot) bool {
 }
 
 // maxCanonicalDepth bounds the prefilter nesting decodeCanonical follows; deeper text goes to
-// DecodeStrict, whose own limit judges it.
+// strictjson.Decode, whose own limit judges it.
 const maxCanonicalDepth = 64
 
 type canonicalDecoder struct {
@@ -85,7 +85,7 @@ func (d *canonicalDecoder) optStr(k string, out *string) bool {
 
 // stringValue decodes a JSON string as encoding/json does. Text with no escape is taken as it
 // is, and the escapes Encode writes for quotes, backslashes and whitespace are read here; a \u
-// escape is decoded by encoding/json. Invalid UTF-8 (which DecodeStrict would replace) and
+// escape is decoded by encoding/json. Invalid UTF-8 (which strictjson.Decode would replace) and
 // control characters (which it refuses) are not accepted.
 func (d *canonicalDecoder) stringValue(out *string) bool {
 	if !d.byte('"') {

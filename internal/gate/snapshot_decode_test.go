@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/intutic/gate-operator/internal/strictjson"
 )
 
 // canonicalSnapshots are snapshots as the operator writes them, in every shape the format has:
@@ -47,7 +49,7 @@ func canonicalSnapshots(t testing.TB) [][]byte {
 }
 
 // TestDecodeCanonical: the snapshots the operator writes take the fast path, and decode to what
-// DecodeStrict makes of them.
+// strictjson.Decode makes of them.
 func TestDecodeCanonical(t *testing.T) {
 	for i, data := range canonicalSnapshots(t) {
 		fast, ok := decodeCanonical(data)
@@ -55,7 +57,7 @@ func TestDecodeCanonical(t *testing.T) {
 			t.Fatalf("snapshot %d was not decoded as canonical:\n%s", i, data)
 		}
 		var strict Snapshot
-		if err := DecodeStrict(data, &strict); err != nil {
+		if err := strictjson.Decode(data, &strict); err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(*fast, strict) {
@@ -64,8 +66,8 @@ func TestDecodeCanonical(t *testing.T) {
 	}
 }
 
-// TestDecodeCanonicalDefers: text the operator does not write is left to DecodeStrict, also
-// when DecodeStrict would accept it.
+// TestDecodeCanonicalDefers: text the operator does not write is left to strictjson.Decode, also
+// when strictjson.Decode would accept it.
 func TestDecodeCanonicalDefers(t *testing.T) {
 	data := string(canonicalSnapshots(t)[0])
 	for name, text := range map[string]string{
@@ -99,7 +101,7 @@ func TestDecodeCanonicalDefers(t *testing.T) {
 	}
 }
 
-// FuzzDecodeCanonical: whatever decodeCanonical accepts, DecodeStrict accepts and decodes to the
+// FuzzDecodeCanonical: whatever decodeCanonical accepts, strictjson.Decode accepts and decodes to the
 // same snapshot.
 func FuzzDecodeCanonical(f *testing.F) {
 	for _, data := range canonicalSnapshots(f) {
@@ -111,8 +113,8 @@ func FuzzDecodeCanonical(f *testing.F) {
 			return
 		}
 		var strict Snapshot
-		if err := DecodeStrict(data, &strict); err != nil {
-			t.Fatalf("decoded as canonical, and DecodeStrict refuses it: %v", err)
+		if err := strictjson.Decode(data, &strict); err != nil {
+			t.Fatalf("decoded as canonical, and strictjson.Decode refuses it: %v", err)
 		}
 		if !reflect.DeepEqual(*fast, strict) {
 			t.Fatalf("decodes to\n%+v\nnot\n%+v", *fast, strict)

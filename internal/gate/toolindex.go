@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/intutic/gate-operator/internal/gate/toolname"
 )
 
 // toolIndex finds the rules whose patterns can match a tool: exact names by map lookup,
@@ -17,7 +19,7 @@ type toolIndex struct {
 	all    []int
 	screen *screen
 
-	byName sync.Map // tool name as the call gives it -> *toolEntry
+	byName sync.Map // canonical tool name -> *toolEntry
 
 	mu     sync.Mutex
 	names  int                   // entries in byName
@@ -32,7 +34,7 @@ type toolEntry struct {
 }
 
 type globRule struct {
-	pattern *toolPattern
+	pattern *toolname.Pattern
 	rule    int
 }
 
@@ -47,8 +49,9 @@ func newToolIndex(rules []compiledRule, sc *screen) *toolIndex {
 			continue
 		}
 		for j := range r.patterns {
-			if p := &r.patterns[j]; p.literal {
-				idx.exact[p.text] = append(idx.exact[p.text], i)
+			p := &r.patterns[j]
+			if text, ok := p.Literal(); ok {
+				idx.exact[text] = append(idx.exact[text], i)
 			} else {
 				idx.globs = append(idx.globs, globRule{p, i})
 			}
@@ -61,12 +64,12 @@ func newToolIndex(rules []compiledRule, sc *screen) *toolIndex {
 	return idx
 }
 
-// lookup returns the entry of a (resolved) tool name.
-func (idx *toolIndex) lookup(tool string) *toolEntry {
-	if e, ok := idx.byName.Load(tool); ok {
+// lookup returns the entry of a resolved tool.
+func (idx *toolIndex) lookup(tool toolname.Tool) *toolEntry {
+	if e, ok := idx.byName.Load(tool.Name); ok {
 		return e.(*toolEntry)
 	}
-	c := idx.match(tool)
+	c := idx.match(tool.Key)
 	key := candidateKey(c)
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
@@ -78,24 +81,24 @@ func (idx *toolIndex) lookup(tool string) *toolEntry {
 		}
 	}
 	if idx.names < maxMemo {
-		if _, loaded := idx.byName.LoadOrStore(tool, e); !loaded {
+		if _, loaded := idx.byName.LoadOrStore(tool.Name, e); !loaded {
 			idx.names++
 		}
 	}
 	return e
 }
 
-// match returns the indexes of the rules that can match the tool, in rule order.
-func (idx *toolIndex) match(tool string) []int {
-	name := normalizeToolName(tool)
+// match returns the indexes of the rules that can match a tool's key (toolname.Tool), in rule
+// order.
+func (idx *toolIndex) match(name string) []int {
 	var c []int
 	c = append(c, idx.all...)
 	c = append(c, idx.exact[name]...)
-	if folded := foldAll(name); folded != name {
+	if folded := toolname.Fold(name); folded != name {
 		c = append(c, idx.exact[folded]...) // literal patterns that do not start with mcp__
 	}
 	for _, g := range idx.globs {
-		if g.pattern.match(name) {
+		if g.pattern.Match(name) {
 			c = append(c, g.rule)
 		}
 	}

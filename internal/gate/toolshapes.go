@@ -1,5 +1,7 @@
 package gate
 
+import "github.com/intutic/gate-operator/internal/gate/toolname"
+
 // The tool shapes the gate knows: where each built-in tool's input names what the call reads,
 // writes, fetches or runs. It is the one table the view (callview.go), its tests and the README
 // follow. Names match as tool patterns do (case, '_' and '-' folded), so one row serves Claude
@@ -84,7 +86,7 @@ var shapeIndex = func() map[string]*ToolShape {
 	m := map[string]*ToolShape{}
 	for i := range toolShapes {
 		for _, n := range toolShapes[i].Names {
-			m[normalizeToolName(n)] = &toolShapes[i]
+			m[toolname.Normalize(n)] = &toolShapes[i]
 			m[n] = &toolShapes[i]
 		}
 	}
@@ -96,5 +98,5 @@ func shapeOf(tool string) *ToolShape {
 	if s, ok := shapeIndex[tool]; ok {
 		return s
 	}
-	return shapeIndex[normalizeToolName(tool)]
+	return shapeIndex[toolname.Normalize(tool)]
 }

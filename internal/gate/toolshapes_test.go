@@ -3,6 +3,8 @@ package gate
 import (
 	"strings"
 	"testing"
+
+	"github.com/intutic/gate-operator/internal/gate/toolname"
 )
 
 // TestToolShapes reads the table: for every row and every spelling of its names (as each
@@ -35,10 +37,10 @@ func TestToolShapes(t *testing.T) {
 			in[shape.Code] = "Remove-Item -Recurse C:\\"
 		}
 		for _, name := range shape.Names {
-			if j, dup := row[normalizeToolName(name)]; dup && j != i {
+			if j, dup := row[toolname.Normalize(name)]; dup && j != i {
 				t.Errorf("%s is in rows %d and %d", name, j, i)
 			}
-			row[normalizeToolName(name)] = i
+			row[toolname.Normalize(name)] = i
 			for _, spelling := range []string{name, strings.ToLower(name), strings.ToUpper(name), snake(name)} {
 				v := viewOf(spelling, in, cwd)
 				checkShapeView(t, spelling, shape, v)

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/strictjson"
 )
 
 // Request limits: what one caller, authenticated or not, can make the server read and hold.
@@ -56,7 +56,7 @@ var DefaultServerOptions = ServerOptions{
 // clients could hold.
 const maxHeaderBytes = 64 << 10
 
-// decodeStrict decodes the request body, one JSON value, with gate.DecodeStrict: field names
+// decodeStrict decodes the request body, one JSON value, with strictjson.Decode: field names
 // match exactly, unknown and repeated fields are refused, and nothing may follow the value.
 func decodeStrict(r *http.Request, v any) error {
 	data, err := io.ReadAll(r.Body)
@@ -69,8 +69,8 @@ func decodeStrict(r *http.Request, v any) error {
 		// not passed on.
 		return errors.New("the request body could not be read")
 	}
-	if err := gate.DecodeStrict(data, v); err != nil {
-		if errors.Is(err, gate.ErrTrailingData) {
+	if err := strictjson.Decode(data, v); err != nil {
+		if errors.Is(err, strictjson.ErrTrailingData) {
 			return errors.New("the request body has data after the JSON value")
 		}
 		return fmt.Errorf("the request body is not valid: %w", err)

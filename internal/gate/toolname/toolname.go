@@ -1,19 +1,8 @@
-package gate
-
-import (
-	"errors"
-	"fmt"
-	"strings"
-
-	"github.com/gobwas/glob"
-	"github.com/gobwas/glob/syntax"
-)
-
-// Tool names and tool patterns.
+// Package toolname is the gate's tool names and tool patterns.
 //
 // A call's tool has one canonical name on every surface. MCP tools are mcp__<server>__<tool>:
 // the server is the text between mcp__ and the next "__", the tool is the rest (it may hold
-// "__" itself). ResolveTool says how a server reported beside the name is joined or refused.
+// "__" itself). Resolve says how a server reported beside the name is joined or refused.
 //
 // A rule's tool pattern matches a canonical name after both are folded: lower case, and for
 // names and patterns that do not start with mcp__, '_' and '-' are dropped (outside [...]), so
@@ -35,21 +24,31 @@ import (
 // servers whose names start with git; mcp__*__* is every MCP tool. A pattern such as mcp__git*
 // or mcp__* names no tool and is refused when the rule is validated. A pattern that does not
 // start with mcp__ matches the whole name, MCP names included.
+package toolname
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gobwas/glob"
+	"github.com/gobwas/glob/syntax"
+)
 
 const (
 	mcpPrefix = "mcp__"
 	mcpSep    = "__"
 )
 
-// hasMCPPrefix reports whether a name starts with mcp__, in any case.
-func hasMCPPrefix(name string) bool {
+// HasMCPPrefix reports whether a name starts with mcp__, in any case.
+func HasMCPPrefix(name string) bool {
 	return len(name) >= len(mcpPrefix) && strings.EqualFold(name[:len(mcpPrefix)], mcpPrefix)
 }
 
 // splitMCP splits mcp__<server>__<tool> (a pattern too); ok is false for any other name, and
 // when the server or the tool is empty.
 func splitMCP(name string) (server, tool string, ok bool) {
-	if !hasMCPPrefix(name) {
+	if !HasMCPPrefix(name) {
 		return "", "", false
 	}
 	rest := name[len(mcpPrefix):]
@@ -60,9 +59,16 @@ func splitMCP(name string) (server, tool string, ok bool) {
 	return rest[:i], rest[i+len(mcpSep):], true
 }
 
-// ResolveTool returns the canonical name of a call's tool and its MCP server ("" for other
-// tools), or why the call names no tool the rules can judge (the call is refused with
-// input_invalid):
+// Tool is a call's tool, resolved once per decision and passed down: its canonical name, its
+// MCP server ("" for other tools), and the name folded for matching.
+type Tool struct {
+	Name, Server string
+	// Key is Name folded (Normalize): the form tool patterns and the tool index match.
+	Key string
+}
+
+// Resolve returns a call's tool by its canonical name and its MCP server, or why the call names
+// no tool the rules can judge (the call is refused with input_invalid):
 //   - a name mcp__<server>__<tool> carries its server; a server reported beside it must be the
 //     same, case aside, or become the same by Claude Code's folding of server names into tool
 //     names (every character outside [A-Za-z0-9_-] becomes '_': "claude.ai Gmail" is
@@ -71,8 +77,16 @@ func splitMCP(name string) (server, tool string, ok bool) {
 //     into the same server and tool, so a server such as "github__evil" or "github_" cannot
 //     join into a name of github;
 //   - a name that starts with mcp__ but names no server and tool is refused.
-func ResolveTool(tool, server string) (name, mcpServer string, err error) {
-	if hasMCPPrefix(tool) {
+func Resolve(tool, server string) (Tool, error) {
+	name, mcpServer, err := resolve(tool, server)
+	if err != nil {
+		return Tool{}, err
+	}
+	return Tool{Name: name, Server: mcpServer, Key: Normalize(name)}, nil
+}
+
+func resolve(tool, server string) (name, mcpServer string, err error) {
+	if HasMCPPrefix(tool) {
 		s, _, ok := splitMCP(tool)
 		if !ok {
 			return "", "", fmt.Errorf("the tool name %q is not of the form mcp__<server>__<tool>", tool)
@@ -102,19 +116,19 @@ func foldServerName(server string) string {
 	}, server)
 }
 
-// CanonicalToolName is the name ResolveTool gives a call's tool, or the tool as reported when
-// the call names no tool the rules can judge. For logs and indexes; deciding uses ResolveTool.
-func CanonicalToolName(tool, server string) string {
-	name, _, err := ResolveTool(tool, server)
+// Canonical is the name Resolve gives a call's tool, or the tool as reported when the call
+// names no tool the rules can judge. For logs and indexes; deciding uses Resolve.
+func Canonical(tool, server string) string {
+	name, _, err := resolve(tool, server)
 	if err != nil {
 		return tool
 	}
 	return name
 }
 
-// normalizeToolName folds a tool name for matching: lower case, and outside mcp__ names '_'
+// Normalize folds a tool name for matching: lower case, and outside mcp__ names '_'
 // and '-' are dropped, so web_fetch, WebFetch and webFetch are one tool.
-func normalizeToolName(name string) string {
+func Normalize(name string) string {
 	lower := strings.ToLower(name)
 	if strings.HasPrefix(lower, mcpPrefix) || !strings.ContainsAny(lower, "_-") {
 		return lower
@@ -122,16 +136,16 @@ func normalizeToolName(name string) string {
 	return strings.NewReplacer("_", "", "-", "").Replace(lower)
 }
 
-// foldAll folds a normalized name as names outside mcp__ are folded, MCP names too: the form a
+// Fold folds a normalized name as names outside mcp__ are folded, MCP names too: the form a
 // pattern that does not start with mcp__ is matched against.
-func foldAll(name string) string {
+func Fold(name string) string {
 	if !strings.ContainsAny(name, "_-") {
 		return name
 	}
 	return strings.NewReplacer("_", "", "-", "").Replace(name)
 }
 
-// normalizePattern folds a tool pattern as normalizeToolName folds names, leaving the glob
+// normalizePattern folds a tool pattern as Normalize folds names, leaving the glob
 // syntax intact: inside [...] nothing is dropped, and an escaped '_' or '-' goes with its '\'.
 func normalizePattern(pattern string) string {
 	lower := strings.ToLower(pattern)
@@ -177,8 +191,8 @@ var (
 	}
 )
 
-// toolPattern is a tool pattern normalized and compiled once, for matching many names.
-type toolPattern struct {
+// Pattern is a tool pattern normalized and compiled once, for matching many names.
+type Pattern struct {
 	text    string // normalized
 	literal bool   // no glob syntax: matches only the name equal to text
 	mcp     bool
@@ -187,42 +201,46 @@ type toolPattern struct {
 	whole, server, tool textGlob
 }
 
-// compilePattern normalizes and compiles a tool pattern, or says why it is malformed.
-func compilePattern(pattern string) (toolPattern, error) {
-	p := toolPattern{text: normalizePattern(pattern)}
+// Compile normalizes and compiles a tool pattern, or says why it is malformed.
+func Compile(pattern string) (Pattern, error) {
+	p := Pattern{text: normalizePattern(pattern)}
 	p.literal = isLiteral(p.text)
 	p.mcp = strings.HasPrefix(p.text, mcpPrefix)
 	for _, m := range misreadSets {
 		if strings.Contains(p.text, m.text) {
-			return toolPattern{}, m.err
+			return Pattern{}, m.err
 		}
 	}
 	var err error
 	if !p.mcp {
 		if p.whole, err = compileGlob(p.text); err != nil {
-			return toolPattern{}, err
+			return Pattern{}, err
 		}
 		return p, nil
 	}
 	server, tool, ok := splitMCP(p.text)
 	if !ok {
-		return toolPattern{}, errMCPPattern
+		return Pattern{}, errMCPPattern
 	}
 	if p.server, err = compileGlob(server); err != nil {
-		return toolPattern{}, fmt.Errorf("server part: %w", err)
+		return Pattern{}, fmt.Errorf("server part: %w", err)
 	}
 	if p.tool, err = compileGlob(tool); err != nil {
-		return toolPattern{}, fmt.Errorf("tool part: %w", err)
+		return Pattern{}, fmt.Errorf("tool part: %w", err)
 	}
 	return p, nil
 }
 
-// match reports whether the pattern matches a normalized tool name. A pattern that does not
-// start with mcp__ matches the whole name with '_' and '-' dropped on both sides, MCP names
-// included: *delete_repo matches mcp__github__delete_repo.
-func (p *toolPattern) match(name string) bool {
+// Literal returns the normalized text of a pattern without glob syntax, which matches only
+// the name equal to it; ok is false for a glob.
+func (p *Pattern) Literal() (text string, ok bool) { return p.text, p.literal }
+
+// Match reports whether the pattern matches a normalized tool name (a Tool's Key). A pattern
+// that does not start with mcp__ matches the whole name with '_' and '-' dropped on both sides,
+// MCP names included: *delete_repo matches mcp__github__delete_repo.
+func (p *Pattern) Match(name string) bool {
 	if !p.mcp {
-		return p.whole.match(foldAll(name))
+		return p.whole.match(Fold(name))
 	}
 	s, t, ok := splitMCP(name)
 	return ok && p.server.match(s) && p.tool.match(t)

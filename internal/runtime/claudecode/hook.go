@@ -1,13 +1,18 @@
-package gate
+// Package claudecode is Claude Code's contract with the gate: the PreToolUse hook input it
+// writes on a hook's stdin and the answer it accepts (specs/harness-workflow-wire.md section 4).
+// It turns the one into a gate.Call and a gate.Decision into the other; the gate knows nothing
+// of it.
+package claudecode
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-)
 
-// The Claude Code PreToolUse hook contract (specs/harness-workflow-wire.md section 4).
+	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/strictjson"
+)
 
 // MaxHookInput bounds the hook JSON read from stdin; anything larger is refused.
 const MaxHookInput = 4 << 20
@@ -27,23 +32,25 @@ type HookInput struct {
 	} `json:"mcp_server,omitempty"`
 }
 
-// ReadHookInput reads at most MaxHookInput bytes of hook JSON and returns the call it
-// describes. Oversized, malformed or incomplete input is an error; the caller blocks.
-func ReadHookInput(r io.Reader) (*Call, *HookInput, error) {
+// ReadHookInput reads the hook JSON, at most MaxHookInput bytes: larger input is an error, and
+// the caller blocks. The bytes are read once, for ParseHookInput and for a hand-off that passes
+// the same input on.
+func ReadHookInput(r io.Reader) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxHookInput+1))
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the hook input: %w", err)
+		return nil, fmt.Errorf("reading the hook input: %w", err)
 	}
 	if len(data) > MaxHookInput {
-		return nil, nil, fmt.Errorf("the hook input is larger than %d bytes", MaxHookInput)
+		return nil, fmt.Errorf("the hook input is larger than %d bytes", MaxHookInput)
 	}
-	return ParseHookInput(data)
+	return data, nil
 }
 
-// ParseHookInput parses PreToolUse hook JSON into a call on the hook surface.
-func ParseHookInput(data []byte) (*Call, *HookInput, error) {
+// ParseHookInput parses PreToolUse hook JSON into a call on the hook surface. Malformed or
+// incomplete input is an error; the caller blocks.
+func ParseHookInput(data []byte) (*gate.Call, *HookInput, error) {
 	var in HookInput
-	if err := decodeJSON(data, &in, true); err != nil {
+	if err := strictjson.DecodeIgnoringUnknown(data, &in); err != nil {
 		return nil, nil, fmt.Errorf("the hook input is not valid JSON: %w", err)
 	}
 	if in.HookEventName != "" && in.HookEventName != "PreToolUse" {
@@ -52,11 +59,11 @@ func ParseHookInput(data []byte) (*Call, *HookInput, error) {
 	if in.ToolName == "" {
 		return nil, nil, errors.New("the hook input has no tool_name")
 	}
-	input, err := RenderRawInput(in.ToolInput)
+	input, err := gate.RenderRawInput(in.ToolInput)
 	if err != nil {
 		return nil, nil, fmt.Errorf("tool_input cannot be judged: %w", err)
 	}
-	call := &Call{Tool: in.ToolName, Input: input, Surface: SurfaceHook, Session: in.SessionID, Cwd: in.Cwd}
+	call := &gate.Call{Tool: in.ToolName, Input: input, Surface: gate.SurfaceHook, Session: in.SessionID, Cwd: in.Cwd}
 	if in.MCPServer != nil {
 		call.Server = in.MCPServer.Name
 	}
@@ -84,10 +91,10 @@ type HookSpecificOutput struct {
 // Claude Code honours even if it ignored the JSON. A verdict recorded and not enforced (Audit)
 // is told to the user as systemMessage, with no permissionDecision of its own and nothing on
 // stderr: an audited Block exits 0 and the call proceeds.
-func HookResponse(d Decision, explicitAllow bool) (stdout []byte, stderr string, exit int) {
+func HookResponse(d gate.Decision, explicitAllow bool) (stdout []byte, stderr string, exit int) {
 	out := HookOutput{SystemMessage: d.AuditNote(), HookSpecificOutput: HookSpecificOutput{HookEventName: "PreToolUse"}}
 	switch d.Verdict {
-	case Allow:
+	case gate.Allow:
 		if !explicitAllow {
 			if out.SystemMessage == "" {
 				return nil, "", 0
@@ -96,13 +103,13 @@ func HookResponse(d Decision, explicitAllow bool) (stdout []byte, stderr string,
 		}
 		out.HookSpecificOutput.PermissionDecision = "allow"
 		out.HookSpecificOutput.PermissionDecisionReason = d.Reason
-	case Ask:
+	case gate.Ask:
 		out.HookSpecificOutput.PermissionDecision = "ask"
 		out.HookSpecificOutput.PermissionDecisionReason = d.Reason
 	default:
 		msg := d.Message
 		if msg == "" {
-			msg = RefusalPrefix + d.Reason
+			msg = gate.RefusalPrefix + d.Reason
 		}
 		out.HookSpecificOutput.PermissionDecision = "deny"
 		out.HookSpecificOutput.PermissionDecisionReason = msg
@@ -111,7 +118,7 @@ func HookResponse(d Decision, explicitAllow bool) (stdout []byte, stderr string,
 	b, err := json.Marshal(out)
 	if err != nil {
 		// Marshalling fixed string fields cannot fail; were it to, exit 2 still blocks.
-		return nil, RefusalPrefix + "the hook could not encode its answer", 2
+		return nil, gate.RefusalPrefix + "the hook could not encode its answer", 2
 	}
 	return append(b, '\n'), stderr, exit
 }

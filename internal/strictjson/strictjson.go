@@ -1,4 +1,6 @@
-package gate
+// Package strictjson decodes JSON that JavaScript wrote as that JavaScript reads it: field names
+// match exactly, a field appears at most once, and nothing but whitespace follows the value.
+package strictjson
 
 import (
 	"encoding/json"
@@ -10,23 +12,27 @@ import (
 	sigsjson "sigs.k8s.io/json"
 )
 
-// ErrTrailingData is DecodeStrict's error for data after the JSON value.
+// ErrTrailingData is Decode's error for data after the JSON value.
 var ErrTrailingData = errors.New("data after the JSON value")
 
-// DecodeStrict decodes data, one JSON value, into v, refusing whatever the JavaScript that wrote
-// it could read differently: field names match exactly (encoding/json would also take "Tool" for
+// Decode decodes data, one JSON value, into v, refusing whatever the JavaScript that wrote it
+// could read differently: field names match exactly (encoding/json would also take "Tool" for
 // "tool"), a field appears at most once, unknown fields are errors, and nothing but whitespace
 // follows the value. v must hold typed fields only: a free-form value belongs in a
-// json.RawMessage, decoded by RenderRawInput, because a number decoded here into an interface
-// would become an int64 instead of JavaScript's float64.
-func DecodeStrict(data []byte, v any) error {
-	return decodeJSON(data, v, false)
+// json.RawMessage, decoded by its reader (gate.RenderRawInput), because a number decoded here
+// into an interface would become an int64 instead of JavaScript's float64.
+func Decode(data []byte, v any) error {
+	return decode(data, v, false)
 }
 
-// decodeJSON is DecodeStrict; allowUnknown lets fields the struct does not declare through
-// (ignored), for a producer that adds fields between releases, but a field named like a
-// declared one in another case is still an error.
-func decodeJSON(data []byte, v any, allowUnknown bool) error {
+// DecodeIgnoringUnknown is Decode, letting fields the struct does not declare through
+// (ignored), for a producer that adds fields between releases; a field named like a declared
+// one in another case is still an error.
+func DecodeIgnoringUnknown(data []byte, v any) error {
+	return decode(data, v, true)
+}
+
+func decode(data []byte, v any, allowUnknown bool) error {
 	opts := []sigsjson.StrictOption{sigsjson.DisallowDuplicateFields}
 	if !allowUnknown {
 		opts = append(opts, sigsjson.DisallowUnknownFields)
