@@ -5,6 +5,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -24,8 +25,8 @@ type ToolApprovalRetention struct {
 	// Retention is how long a finished approval is kept; it must be positive (the manager runs
 	// no retention at all when --tool-approval-retention is 0).
 	Retention time.Duration
-	// Now is the clock; nil is time.Now.
-	Now func() time.Time
+	// Clock is the clock; nil is the real clock (SetupWithManager sets it).
+	Clock clock.PassiveClock
 }
 
 // Reconcile implements reconcile.Reconciler: it deletes the approval when its time is up and
@@ -39,11 +40,7 @@ func (r *ToolApprovalRetention) Reconcile(ctx context.Context, req reconcile.Req
 	if !ok || ta.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil // pending: its state change brings it back here
 	}
-	now := time.Now()
-	if r.Now != nil {
-		now = r.Now()
-	}
-	if wait := deleteAt.Sub(now); wait > 0 {
+	if wait := deleteAt.Sub(r.Clock.Now()); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	// Preconditions: an approval recreated under the same name is not deleted for its predecessor.
@@ -60,8 +57,7 @@ func (r *ToolApprovalRetention) Reconcile(ctx context.Context, req reconcile.Req
 // RetainedUntil is when a finished approval is deleted: its decision time, else its
 // spec.expiresAt, plus retention. ok is false while it is pending.
 func RetainedUntil(ta *gatev1.ToolApproval, retention time.Duration) (deleteAt time.Time, ok bool) {
-	switch ta.Status.State {
-	case "", gatev1.ApprovalPending:
+	if !ta.Status.State.Final() {
 		return time.Time{}, false
 	}
 	finished := ta.Spec.ExpiresAt.Time
@@ -73,6 +69,9 @@ func RetainedUntil(ta *gatev1.ToolApproval, retention time.Duration) (deleteAt t
 
 // SetupWithManager registers the retention controller.
 func (r *ToolApprovalRetention) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&gatev1.ToolApproval{}).
 		Named("toolapproval-retention").

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,10 +65,11 @@ func (s ToolApprovalState) CanSettle(to ToolApprovalState) bool {
 // returns an error and changes nothing. Every writer of a state (kubectl gate, the confirmer)
 // settles through here, so a state never comes without its condition.
 func (ta *ToolApproval) Settle(to ToolApprovalState, reason, message string, now time.Time) error {
-	from := ta.Status.State
-	if !from.CanSettle(to) {
-		return fmt.Errorf("ToolApproval %s/%s cannot move from %s to %s: a ToolApproval moves once, from Pending to a final state",
-			ta.Namespace, ta.Name, from.OrPending(), to.OrPending())
+	if ta.Status.State.Final() {
+		return errors.New(ta.SettledRefusal())
+	}
+	if !to.Final() {
+		return fmt.Errorf("ToolApproval %s/%s cannot be settled in %s: a ToolApproval moves once, from Pending to a final state", ta.Namespace, ta.Name, to.OrPending())
 	}
 	ta.Status.State = to
 	meta.SetStatusCondition(&ta.Status.Conditions, metav1.Condition{
@@ -75,6 +77,16 @@ func (ta *ToolApproval) Settle(to ToolApprovalState, reason, message string, now
 		ObservedGeneration: ta.Generation, LastTransitionTime: metav1.NewTime(now),
 	})
 	return nil
+}
+
+// SettledRefusal is why a ToolApproval in a final state takes no change: it is settled, by whom
+// when an approver settled it, and a new call makes a new ToolApproval.
+func (ta *ToolApproval) SettledRefusal() string {
+	by := ""
+	if d := ta.Status.Decision; d != nil && d.User != "" {
+		by = " by " + d.User
+	}
+	return fmt.Sprintf("ToolApproval %s/%s is already %s%s: no change after a decision (a new call makes a new ToolApproval)", ta.Namespace, ta.Name, ta.Status.State, by)
 }
 
 // OrPending is s, with the unset state read as Pending (what the schema defaults it to).

@@ -10,9 +10,9 @@
 //     Lease;
 //   - Decide and DecideRaw (decide.go): the one place a decision is timed, counted and
 //     audited, on every surface;
-//   - the human lane (approvals.go, approvalcalls.go, approvalwatch.go): a ToolApproval for
-//     every call the gate sends to a human, its answer sent to the session once, Expired at
-//     the deadline, AnsweredInRuntime when the runtime's console answered first;
+//   - the Managed Agents side of the human lane (approvalcalls.go): a held call's answer,
+//     read from its ToolApproval (internal/approvals keeps those), sent to the session once,
+//     Expired at the deadline, AnsweredInRuntime when the runtime's console answered first;
 //   - the Reloader (reload.go), which keeps the gate on the mounted policy snapshot;
 //   - the Prometheus metrics of decisions, confirmations and reloads (metrics.go).
 //
