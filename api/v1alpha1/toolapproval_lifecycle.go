@@ -39,6 +39,18 @@ func (s ToolApprovalState) ByApprover() bool {
 	return s == ApprovalApproved || s == ApprovalDenied
 }
 
+// ApproverReason is the reason of the condition an approver's answer settles s with
+// (ReasonApprovedByUser, ReasonDeniedByUser); "" for a state that is not an approver's.
+func (s ToolApprovalState) ApproverReason() string {
+	switch s {
+	case ApprovalApproved:
+		return ReasonApprovedByUser
+	case ApprovalDenied:
+		return ReasonDeniedByUser
+	}
+	return ""
+}
+
 // ConditionType is the condition a final state is settled with; "" for a state that is not final.
 func (s ToolApprovalState) ConditionType() string {
 	return finalStates[s]

@@ -21,6 +21,7 @@ func TestToolApprovalLifecycle(t *testing.T) {
 	final := map[gatev1.ToolApprovalState]bool{gatev1.ApprovalApproved: true, gatev1.ApprovalDenied: true,
 		gatev1.ApprovalExpired: true, gatev1.ApprovalAnsweredInRuntime: true}
 	byApprover := map[gatev1.ToolApprovalState]bool{gatev1.ApprovalApproved: true, gatev1.ApprovalDenied: true}
+	approverReason := map[gatev1.ToolApprovalState]string{gatev1.ApprovalApproved: gatev1.ReasonApprovedByUser, gatev1.ApprovalDenied: gatev1.ReasonDeniedByUser}
 	// allowed lists, for each state, the states it may move to; a state not listed moves nowhere.
 	allowed := map[gatev1.ToolApprovalState][]gatev1.ToolApprovalState{
 		"":                     {gatev1.ApprovalApproved, gatev1.ApprovalDenied, gatev1.ApprovalExpired, gatev1.ApprovalAnsweredInRuntime},
@@ -31,8 +32,8 @@ func TestToolApprovalLifecycle(t *testing.T) {
 	now := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 
 	for _, from := range states {
-		if from.Final() != final[from] || from.ByApprover() != byApprover[from] || from.ConditionType() != conditionOf[from] {
-			t.Errorf("%q: Final %v, ByApprover %v, ConditionType %q", from, from.Final(), from.ByApprover(), from.ConditionType())
+		if from.Final() != final[from] || from.ByApprover() != byApprover[from] || from.ConditionType() != conditionOf[from] || from.ApproverReason() != approverReason[from] {
+			t.Errorf("%q: Final %v, ByApprover %v, ConditionType %q, ApproverReason %q", from, from.Final(), from.ByApprover(), from.ConditionType(), from.ApproverReason())
 		}
 		if want := map[bool]gatev1.ToolApprovalState{true: gatev1.ApprovalPending, false: from}[from == ""]; from.OrPending() != want {
 			t.Errorf("%q reads as %q, want %q", from, from.OrPending(), want)

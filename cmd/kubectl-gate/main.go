@@ -187,15 +187,11 @@ func answer(ctx context.Context, c client.Client, key client.ObjectKey, state ga
 // decide settles ta in state, with its condition and message, through the status subresource.
 // Who decided, and when, is the API server's to record.
 func decide(ctx context.Context, c client.Client, ta *gatev1.ToolApproval, state gatev1.ToolApprovalState, message string, now time.Time) error {
-	reason, verb := gatev1.ReasonApprovedByUser, "approved"
-	if state == gatev1.ApprovalDenied {
-		reason, verb = gatev1.ReasonDeniedByUser, "denied"
-	}
 	note := message
 	if note == "" {
-		note = verb + " " + defaultNote
+		note = strings.ToLower(string(state)) + " " + defaultNote // "approved with kubectl gate"
 	}
-	if err := ta.Settle(state, reason, note, now); err != nil {
+	if err := ta.Settle(state, state.ApproverReason(), note, now); err != nil {
 		return err
 	}
 	ta.Status.Decision = &gatev1.ToolApprovalDecision{Message: message}
