@@ -336,7 +336,7 @@ func (a *Store) count(result string) {
 // Now is the time on the store's clock.
 func (a *Store) Now() time.Time {
 	if a.Clock == nil {
-		return time.Now()
+		return clock.RealClock{}.Now()
 	}
 	return a.Clock.Now()
 }
