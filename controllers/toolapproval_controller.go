@@ -25,7 +25,7 @@ type ToolApprovalRetention struct {
 	// Retention is how long a finished approval is kept; it must be positive (the manager runs
 	// no retention at all when --tool-approval-retention is 0).
 	Retention time.Duration
-	// Clock is the clock; nil is the real one.
+	// Clock is the clock; nil is the real clock (SetupWithManager sets it).
 	Clock clock.PassiveClock
 }
 
@@ -57,8 +57,7 @@ func (r *ToolApprovalRetention) Reconcile(ctx context.Context, req reconcile.Req
 // RetainedUntil is when a finished approval is deleted: its decision time, else its
 // spec.expiresAt, plus retention. ok is false while it is pending.
 func RetainedUntil(ta *gatev1.ToolApproval, retention time.Duration) (deleteAt time.Time, ok bool) {
-	switch ta.Status.State {
-	case "", gatev1.ApprovalPending:
+	if !ta.Status.State.Final() {
 		return time.Time{}, false
 	}
 	finished := ta.Spec.ExpiresAt.Time

@@ -71,3 +71,18 @@ const (
 	// FieldManager is the server-side apply field manager of the operator.
 	FieldManager = "gate-operator"
 )
+
+// Condition reasons of ToolApproval, on the condition of the final state they settle it in.
+const (
+	// ReasonApprovedByUser (Approved) and ReasonDeniedByUser (Denied): an approver answered
+	// with kubectl gate.
+	ReasonApprovedByUser = "ApprovedByUser"
+	ReasonDeniedByUser   = "DeniedByUser"
+	// ReasonNoAnswer (Expired): nobody answered before spec.expiresAt; the call was denied.
+	ReasonNoAnswer = "NoAnswer"
+	// ReasonRuntimeAllow and ReasonRuntimeDeny (AnsweredInRuntime): the runtime's own console
+	// allowed or denied the call first; ReasonRuntimeAnswered when it recorded no result.
+	ReasonRuntimeAllow    = "RuntimeAllow"
+	ReasonRuntimeDeny     = "RuntimeDeny"
+	ReasonRuntimeAnswered = "RuntimeAnswered"
+)

@@ -13,9 +13,11 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/approvals"
 	"github.com/intutic/gate-operator/internal/confirm"
 	"github.com/intutic/gate-operator/internal/confirmerconfig"
 )
@@ -32,7 +34,7 @@ const (
 // held call without the answers already given, and the Event recorder. The watch that acts on
 // the changes starts with the function it returns, once the confirmer (nil when it watches no
 // sessions) is wired. Without --confirmer-name it returns nil and a function that does nothing.
-func startApprovals(ctx context.Context, wg *sync.WaitGroup, o confirmerconfig.Config, cfg *rest.Config, kube kubernetes.Interface, m *confirm.Metrics, log logr.Logger) (*confirm.Approvals, func(*confirm.Confirmer), error) {
+func startApprovals(ctx context.Context, wg *sync.WaitGroup, o confirmerconfig.Config, cfg *rest.Config, kube kubernetes.Interface, m *confirm.Metrics, log logr.Logger) (*approvals.Store, func(*confirm.Confirmer), error) {
 	if o.ConfirmerName == "" {
 		return nil, func(*confirm.Confirmer) {}, nil
 	}
@@ -58,7 +60,7 @@ func startApprovals(ctx context.Context, wg *sync.WaitGroup, o confirmerconfig.C
 	if ns == "" {
 		return nil, nil, fmt.Errorf("--confirmer-name needs --namespace outside a pod")
 	}
-	c, err := confirm.NewApprovalCache(rc, scheme, ns, o.ConfirmerName)
+	c, err := approvals.NewCache(rc, scheme, ns, o.ConfirmerName)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -79,15 +81,16 @@ func startApprovals(ctx context.Context, wg *sync.WaitGroup, o confirmerconfig.C
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
 	broadcaster.StartRecordingToSink(ctx.Done())
 	wg.Go(func() { <-ctx.Done(); broadcaster.Shutdown() })
-	a := &confirm.Approvals{
+	a := &approvals.Store{
 		Client: cl, Reader: c, Recorder: broadcaster.NewRecorder(scheme, "gate-confirmer"),
 		Namespace: ns, Confirmer: o.ConfirmerName, ConfirmerUID: types.UID(o.ConfirmerUID), Policy: o.Policy,
-		ShowInput: o.HumanApprovalShowInput, Deadline: o.HumanApprovalDeadline, Metrics: m, Log: log,
+		ShowInput: o.HumanApprovalShowInput, Deadline: o.HumanApprovalDeadline, Log: log, Clock: clock.RealClock{},
+		Metrics: &approvals.Metrics{Approvals: m.Approvals, Latency: m.ApprovalLatency},
 	}
 	run := func(cf *confirm.Confirmer) {
-		w := &confirm.ApprovalWatch{Approvals: a, Confirmer: cf}
+		w := &approvals.Watch{Approvals: a}
 		if cf != nil {
-			w.Shard = cf.Shard
+			w.Confirmer, w.Shard = cf, cf.Shard
 		}
 		wg.Go(func() {
 			if err := w.Run(ctx, informer); err != nil {

@@ -21,7 +21,7 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
-	"github.com/intutic/gate-operator/internal/confirm"
+	"github.com/intutic/gate-operator/internal/approvals"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gateapi"
 	"github.com/intutic/gate-operator/internal/testutil"
@@ -95,7 +95,7 @@ func TestReplicasAnswerApprovals(t *testing.T) {
 	a, b := start("confirmer-a"), start("confirmer-b")
 
 	name := func(session string, i int) string {
-		return confirm.ApprovalName("agents", gatev1.SurfaceManagedAgents, session, sessions[session][i], "mcp__deploy__run")
+		return approvals.Name("agents", gatev1.SurfaceManagedAgents, session, sessions[session][i], "mcp__deploy__run")
 	}
 	testutil.Eventually(t, 60*time.Second, func() error {
 		var l gatev1.ToolApprovalList

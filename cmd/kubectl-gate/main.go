@@ -24,11 +24,10 @@ import (
 
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
@@ -41,12 +40,6 @@ const (
 	exitUsage   = 2
 	resource    = "toolapproval.gate.intutic.io"
 	defaultNote = "with kubectl gate"
-)
-
-// The condition reasons a human's decision carries.
-const (
-	ReasonApprovedByUser = "ApprovedByUser"
-	ReasonDeniedByUser   = "DeniedByUser"
 )
 
 const usage = `kubectl gate answers the tool calls gate-operator holds for a human (ToolApprovals).
@@ -69,13 +62,14 @@ Flags of every command:
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, clock.RealClock{}, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-// run runs one command line and returns its exit status.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// run runs one command line and returns its exit status; clk is the time of the decision's
+// condition and of the ages pending prints.
+func run(ctx context.Context, clk clock.PassiveClock, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -128,13 +122,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if all {
 			ns = ""
 		}
-		err = pending(ctx, c, ns, time.Now(), stdout, stderr)
+		err = pending(ctx, c, ns, clk.Now(), stdout, stderr)
 	} else {
 		state := gatev1.ApprovalApproved
 		if cmd == "deny" {
 			state = gatev1.ApprovalDenied
 		}
-		err = answer(ctx, c, client.ObjectKey{Namespace: ns, Name: fs.Arg(0)}, state, message, stdout)
+		err = answer(ctx, c, client.ObjectKey{Namespace: ns, Name: fs.Arg(0)}, state, message, clk.Now(), stdout)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "error: %v\n", err)
@@ -178,33 +172,28 @@ func (o *options) client() (client.Client, string, error) {
 // answer writes a decision on the approval key, as it reads now: the update carries its
 // resourceVersion, so a decision someone else wrote in between makes it fail (Conflict) rather
 // than be overwritten (the webhook would refuse that too).
-func answer(ctx context.Context, c client.Client, key client.ObjectKey, state gatev1.ToolApprovalState, message string, stdout io.Writer) error {
+func answer(ctx context.Context, c client.Client, key client.ObjectKey, state gatev1.ToolApprovalState, message string, now time.Time, stdout io.Writer) error {
 	ta := &gatev1.ToolApproval{}
 	if err := c.Get(ctx, key, ta); err != nil {
 		return err
 	}
-	if err := decide(ctx, c, ta, state, message); err != nil {
+	if err := decide(ctx, c, ta, state, message, now); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s/%s %s\n", resource, ta.Name, strings.ToLower(string(state)))
 	return nil
 }
 
-// decide writes state, its condition and message into ta's status through the status
-// subresource. Who decided, and when, is the API server's to record.
-func decide(ctx context.Context, c client.Client, ta *gatev1.ToolApproval, state gatev1.ToolApprovalState, message string) error {
-	reason, verb := ReasonApprovedByUser, "approved"
-	if state == gatev1.ApprovalDenied {
-		reason, verb = ReasonDeniedByUser, "denied"
-	}
+// decide settles ta in state, with its condition and message, through the status subresource.
+// Who decided, and when, is the API server's to record.
+func decide(ctx context.Context, c client.Client, ta *gatev1.ToolApproval, state gatev1.ToolApprovalState, message string, now time.Time) error {
 	note := message
 	if note == "" {
-		note = verb + " " + defaultNote
+		note = strings.ToLower(string(state)) + " " + defaultNote // "approved with kubectl gate"
 	}
-	ta.Status.State = state
-	meta.SetStatusCondition(&ta.Status.Conditions, metav1.Condition{
-		Type: string(state), Status: metav1.ConditionTrue, Reason: reason, Message: note, ObservedGeneration: ta.Generation,
-	})
+	if err := ta.Settle(state, state.ApproverReason(), note, now); err != nil {
+		return err
+	}
 	ta.Status.Decision = &gatev1.ToolApprovalDecision{Message: message}
 	err := c.Status().Update(ctx, ta)
 	if apierrors.IsConflict(err) {
@@ -221,7 +210,7 @@ func pending(ctx context.Context, c client.Client, ns string, now time.Time, std
 		return err
 	}
 	items := slices.DeleteFunc(list.Items, func(ta gatev1.ToolApproval) bool {
-		return ta.Status.State != "" && ta.Status.State != gatev1.ApprovalPending
+		return ta.Status.State.Final()
 	})
 	if len(items) == 0 {
 		if ns == "" {

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -132,7 +133,7 @@ func kubeconfig(t *testing.T, ns, current string, users ...string) string {
 // gate runs the plugin with args and returns its exit status, stdout and stderr.
 func gate(ctx context.Context, args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
-	code := run(ctx, args, &out, &errOut)
+	code := run(ctx, clock.RealClock{}, args, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -249,7 +250,7 @@ func TestApproveDenyPending(t *testing.T) {
 	if code != exitOK || out != "toolapproval.gate.intutic.io/fetch approved\n" {
 		t.Fatalf("approve: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	checkDecision(t, stored(ctx, t, ns, "fetch"), gatev1.ApprovalApproved, ReasonApprovedByUser, "our docs site")
+	checkDecision(t, stored(ctx, t, ns, "fetch"), gatev1.ApprovalApproved, gatev1.ReasonApprovedByUser, "our docs site")
 
 	// -n and an explicit --kubeconfig beat the context's namespace and $KUBECONFIG.
 	other := kubeconfig(t, "default", "admin", "alice")
@@ -257,7 +258,7 @@ func TestApproveDenyPending(t *testing.T) {
 	if code != exitOK || out != "toolapproval.gate.intutic.io/deploy denied\n" {
 		t.Fatalf("deny: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	checkDecision(t, stored(ctx, t, ns, "deploy"), gatev1.ApprovalDenied, ReasonDeniedByUser, "not today")
+	checkDecision(t, stored(ctx, t, ns, "deploy"), gatev1.ApprovalDenied, gatev1.ReasonDeniedByUser, "not today")
 
 	// A second answer is refused; nothing is pending any more.
 	if code, _, errOut = gate(ctx, "deny", "fetch"); code != exitFailed || !strings.Contains(errOut, "is already Approved by alice: no change after a decision") {
@@ -295,7 +296,7 @@ func TestPendingAllNamespaces(t *testing.T) {
 	held(ctx, t, a, "one", "web_fetch", time.Hour)
 	held(ctx, t, b, "two", "bash", time.Hour)
 	done := held(ctx, t, b, "done", "bash", time.Hour)
-	must(t, decide(ctx, admin, done, gatev1.ApprovalApproved, ""))
+	must(t, decide(ctx, admin, done, gatev1.ApprovalApproved, "", time.Now()))
 	t.Setenv("KUBECONFIG", kubeconfig(t, a, "admin"))
 
 	code, out, errOut := gate(ctx, "pending", "-A")
@@ -339,8 +340,8 @@ func TestConcurrentDecisionConflicts(t *testing.T) {
 	ns := setup(ctx, t)
 	ta := held(ctx, t, ns, "raced", "web_fetch", time.Hour)
 	stale := ta.DeepCopy()
-	must(t, decide(ctx, admin, ta, gatev1.ApprovalDenied, "first"))
-	err := decide(ctx, admin, stale, gatev1.ApprovalApproved, "second")
+	must(t, decide(ctx, admin, ta, gatev1.ApprovalDenied, "first", time.Now()))
+	err := decide(ctx, admin, stale, gatev1.ApprovalApproved, "second", time.Now())
 	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "changed while you decided") {
 		t.Fatalf("the stale decision: %v; want a Conflict", err)
 	}

@@ -29,7 +29,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
@@ -256,9 +255,10 @@ func quantile(d []time.Duration, q float64) time.Duration {
 // mutating admission webhook would fill in; it returns when the write started.
 func approve(ctx context.Context, cl client.Client, ta *gatev1.ToolApproval) (time.Time, error) {
 	at := time.Now()
-	ta.Status.State = gatev1.ApprovalApproved
+	if err := ta.Settle(gatev1.ApprovalApproved, gatev1.ApprovalApproved.ApproverReason(), "bulk approval", at); err != nil {
+		return at, err
+	}
 	ta.Status.Decision = &gatev1.ToolApprovalDecision{User: "bench-approver", Groups: []string{"approvers"}, Time: &metav1.Time{Time: at}, Message: "bulk approval"}
-	meta.SetStatusCondition(&ta.Status.Conditions, metav1.Condition{Type: gatev1.ConditionApproved, Status: metav1.ConditionTrue, Reason: "Approved", Message: "bulk approval"})
 	return at, cl.Status().Update(ctx, ta)
 }
 

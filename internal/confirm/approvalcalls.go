@@ -10,6 +10,7 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/anthropic"
+	"github.com/intutic/gate-operator/internal/approvals"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
@@ -20,7 +21,7 @@ type hold struct {
 	reason, tool string
 	// name is the call's ToolApproval; req is set until it was created (nil without Approvals).
 	name string
-	req  *ApprovalRequest
+	req  *approvals.Request
 }
 
 // expiryMessage is the refusal of a call no human answered in time.
@@ -35,12 +36,12 @@ func (c *Confirmer) expiryMessage(h *hold) string {
 func (c *Confirmer) resolveHold(ctx context.Context, sessionID string, st *sessionState, id string, h *hold) (bool, error) {
 	ta := c.approvalOf(ctx, sessionID, id, h)
 	for range 2 { // a second round only for an answer that won the race against Expired
-		switch answerOf(ta) {
-		case approved:
-			return c.confirm(ctx, sessionID, st, anthropic.Confirm(id, true, ""), ta, EventAllowed)
-		case denied:
-			return c.confirm(ctx, sessionID, st, anthropic.Confirm(id, false, deniedMessage(ta)), ta, EventDenied)
-		case expired: // written by this replica or another, whose deny may not have been sent
+		switch approvals.AnswerOf(ta) {
+		case approvals.Approved:
+			return c.confirm(ctx, sessionID, st, anthropic.Confirm(id, true, ""), ta, approvals.EventAllowed)
+		case approvals.Denied:
+			return c.confirm(ctx, sessionID, st, anthropic.Confirm(id, false, approvals.DeniedMessage(ta)), ta, approvals.EventDenied)
+		case approvals.Expired: // written by this replica or another, whose deny may not have been sent
 			return c.confirm(ctx, sessionID, st, anthropic.Confirm(id, false, c.expiryMessage(h)), nil, "")
 		}
 		if c.now().Before(h.deadline) {
@@ -51,9 +52,9 @@ func (c *Confirmer) resolveHold(ctx context.Context, sessionID string, st *sessi
 		}
 		fresh, err := c.Approvals.Expire(ctx, ta)
 		switch {
-		case errors.Is(err, errSettled):
+		case errors.Is(err, approvals.ErrSettled):
 			ta = fresh
-			if a := answerOf(ta); a == approved || a == denied {
+			if a := approvals.AnswerOf(ta); a == approvals.Approved || a == approvals.Denied {
 				continue
 			}
 			ta = nil // final but not an answer to act on: deny
@@ -68,7 +69,7 @@ func (c *Confirmer) resolveHold(ctx context.Context, sessionID string, st *sessi
 	st.expiredSent[id] = true
 	outcome := ""
 	if ta != nil {
-		outcome = EventExpired
+		outcome = approvals.EventExpired
 	}
 	return c.confirm(ctx, sessionID, st, anthropic.Confirm(id, false, c.expiryMessage(h)), ta, outcome)
 }
@@ -96,7 +97,7 @@ func (c *Confirmer) approvalOf(ctx context.Context, sessionID, id string, h *hol
 		}
 		return nil
 	}
-	if !a.trusted(ta, gatev1.SurfaceManagedAgents, sessionID, id) {
+	if !a.Trusted(ta, gatev1.SurfaceManagedAgents, sessionID, id) {
 		return nil
 	}
 	return ta
@@ -113,30 +114,26 @@ func (c *Confirmer) settleAnswered(ctx context.Context, sessionID string, st *se
 	}
 	name := a.Name(gatev1.SurfaceManagedAgents, sessionID, e.ID, gate.CanonicalToolName(e.Name, e.MCPServerName))
 	ta, err := a.Get(ctx, name)
-	if err != nil || !a.trusted(ta, gatev1.SurfaceManagedAgents, sessionID, e.ID) || (ta.Status.State != "" && ta.Status.State != gatev1.ApprovalPending) {
+	if err != nil || !a.Trusted(ta, gatev1.SurfaceManagedAgents, sessionID, e.ID) || ta.Status.State.Final() {
 		// Absent is settled once the call is past its deadline: before that, another replica's
 		// approval may not have reached this cache yet.
 		st.checked[e.ID] = err == nil || (apierrors.IsNotFound(err) && !c.now().Before(c.callDeadline(e)))
 		return
 	}
-	state, reason, msg := gatev1.ApprovalAnsweredInRuntime, "Runtime"+capitalized(conf.Result),
+	state, reason, outcome, msg := gatev1.ApprovalAnsweredInRuntime, runtimeReason(conf.Result), approvals.EventAnsweredInRuntime,
 		fmt.Sprintf("the runtime's own console answered %s before anyone answered here; the confirmer sent nothing", conf.Result)
 	if st.expiredSent[e.ID] || !answeredBefore(conf, ta.Spec.ExpiresAt.Time) {
-		state, reason, msg = gatev1.ApprovalExpired, ReasonNoAnswer, fmt.Sprintf("no human approved this call within %s; it was denied", a.Deadline)
+		state, reason, outcome, msg = gatev1.ApprovalExpired, gatev1.ReasonNoAnswer, approvals.EventExpired, fmt.Sprintf("no human approved this call within %s; it was denied", a.Deadline)
 	}
-	fresh, err := a.settle(ctx, ta, state, reason, msg)
+	fresh, err := a.Settle(ctx, ta, state, reason, msg)
 	switch {
-	case errors.Is(err, errSettled):
+	case errors.Is(err, approvals.ErrSettled):
 		st.checked[e.ID] = true
 	case err != nil:
 		c.Log.Error(err, "recording how the call was answered", "approval", name, "state", state)
 	default:
 		st.checked[e.ID] = true
-		outcome := EventAnsweredInRuntime
-		if state == gatev1.ApprovalExpired {
-			outcome = EventExpired
-		}
-		a.outcome(fresh, outcome, msg)
+		a.Outcome(fresh, outcome, msg)
 	}
 }
 
@@ -161,11 +158,15 @@ func answeredBefore(conf anthropic.Event, t time.Time) bool {
 	return err == nil && at.Before(t)
 }
 
-func capitalized(s string) string {
-	if s == "" {
-		return "Answered"
+// runtimeReason is the AnsweredInRuntime condition's reason for the console's result.
+func runtimeReason(result string) string {
+	switch result {
+	case "allow":
+		return gatev1.ReasonRuntimeAllow
+	case "deny":
+		return gatev1.ReasonRuntimeDeny
 	}
-	return string(s[0]-'a'+'A') + s[1:]
+	return gatev1.ReasonRuntimeAnswered
 }
 
 // AnswerApproval acts on a change of a Managed Agents ToolApproval, on the replica that owns
@@ -212,8 +213,8 @@ func (c *Confirmer) AnswerApproval(ctx context.Context, ta *gatev1.ToolApproval)
 		}
 		fresh, xerr := c.Approvals.Expire(ctx, ta)
 		if xerr == nil {
-			c.Approvals.outcome(fresh, EventExpired, fmt.Sprintf("no human approved this call within %s, and its session %s can no longer be read", c.Deadline, session))
-		} else if !errors.Is(xerr, errSettled) {
+			c.Approvals.Outcome(fresh, approvals.EventExpired, fmt.Sprintf("no human approved this call within %s, and its session %s can no longer be read", c.Deadline, session))
+		} else if !errors.Is(xerr, approvals.ErrSettled) {
 			return 0, xerr
 		}
 		return 0, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/intutic/gate-operator/internal/anthropic"
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/apiservertest"
+	"github.com/intutic/gate-operator/internal/approvals"
 	"github.com/intutic/gate-operator/internal/testutil"
 )
 
@@ -48,7 +49,7 @@ func startApprovalReplica(t *testing.T, cfg *rest.Config, f *anthropictest.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewApprovalCache(cfg, scheme, "agents", "agents")
+	c, err := approvals.NewCache(cfg, scheme, "agents", "agents")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +63,12 @@ func startApprovalReplica(t *testing.T, cfg *rest.Config, f *anthropictest.Serve
 	}
 	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: kubernetes.NewForConfigOrDie(cfg).EventsV1()})
 	b.StartRecordingToSink(ctx.Done())
-	a := &Approvals{Client: cl, Reader: c, Recorder: b.NewRecorder(scheme, "gate-confirmer"), Namespace: "agents", Confirmer: "agents", ConfirmerUID: "uid-1",
+	a := &approvals.Store{Client: cl, Reader: c, Recorder: b.NewRecorder(scheme, "gate-confirmer"), Namespace: "agents", Confirmer: "agents", ConfirmerUID: "uid-1",
 		Policy: "coding-agents", Deadline: approvalDeadline, Log: logr.Discard()}
 	r.confirmer = newConfirmer(t, f)
 	r.confirmer.Deadline, r.confirmer.Shard, r.confirmer.Approvals = approvalDeadline, r.shard, a
 	w := &Watcher{Confirmer: r.confirmer, AgentIDs: []string{"agent_1"}, PollInterval: 300 * time.Millisecond, IdleTimeout: 10 * time.Second}
-	aw := &ApprovalWatch{Approvals: a, Confirmer: r.confirmer, Shard: r.shard}
+	aw := &approvals.Watch{Approvals: a, Confirmer: r.confirmer, Shard: r.shard}
 	r.done.Go(func() { _ = w.Run(ctx) })
 	r.done.Go(func() { _ = aw.Run(ctx, informer) })
 	r.done.Go(func() { <-ctx.Done(); b.Shutdown() })
@@ -112,7 +113,7 @@ func TestApprovalsReachSessionsOnce(t *testing.T) {
 	defer func() { b.stop() }()
 
 	name := func(session string, i int) string {
-		return ApprovalName("agents", gatev1.SurfaceManagedAgents, session, calls[session][i], "mcp__deploy__run")
+		return approvals.Name("agents", gatev1.SurfaceManagedAgents, session, calls[session][i], "mcp__deploy__run")
 	}
 	testutil.Eventually(t, 30*time.Second, func() error {
 		var l gatev1.ToolApprovalList
@@ -153,7 +154,7 @@ func TestApprovalsReachSessionsOnce(t *testing.T) {
 	}
 
 	// An approval of the harness surface, which no one answers: it turns Expired.
-	http, err := a.confirmer.Approvals.Ensure(ctx, ApprovalRequest{Surface: gatev1.SurfaceHarness, Session: "run_1", ToolUseID: "ap_1", Tool: "deploy",
+	http, err := a.confirmer.Approvals.Ensure(ctx, approvals.Request{Surface: gatev1.SurfaceHarness, Session: "run_1", ToolUseID: "ap_1", Tool: "deploy",
 		RawInput: []byte(`{}`), ExpiresAt: time.Now().Add(2 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +185,7 @@ func TestApprovalsReachSessionsOnce(t *testing.T) {
 		})
 	}
 	wantStates := []gatev1.ToolApprovalState{gatev1.ApprovalApproved, gatev1.ApprovalDenied, gatev1.ApprovalExpired, gatev1.ApprovalAnsweredInRuntime}
-	wantEvents := []string{EventAllowed, EventDenied, EventExpired, EventAnsweredInRuntime}
+	wantEvents := []string{approvals.EventAllowed, approvals.EventDenied, approvals.EventExpired, approvals.EventAnsweredInRuntime}
 	for _, id := range sessions {
 		got := confirmations(t, f, id) // fails on a call confirmed twice
 		c := calls[id]
@@ -203,7 +204,7 @@ func TestApprovalsReachSessionsOnce(t *testing.T) {
 					if cond == nil || cond.Status != metav1.ConditionTrue {
 						return fmt.Errorf("%s call %d: conditions %+v", id, i, ta.Status.Conditions)
 					}
-					if i == 2 && cond.Reason != ReasonNoAnswer {
+					if i == 2 && cond.Reason != gatev1.ReasonNoAnswer {
 						return fmt.Errorf("Expired with reason %s", cond.Reason)
 					}
 				}
@@ -236,7 +237,7 @@ func TestApprovalsReachSessionsOnce(t *testing.T) {
 				}
 			}
 		}
-		if !has[http.Name+"/"+EventExpired] {
+		if !has[http.Name+"/"+approvals.EventExpired] {
 			return fmt.Errorf("no Event Expired on the harness approval")
 		}
 		return nil

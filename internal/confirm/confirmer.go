@@ -14,6 +14,7 @@ import (
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/anthropic"
 	"github.com/intutic/gate-operator/internal/decisionlog"
+	"github.com/intutic/gate-operator/internal/approvals"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
@@ -36,7 +37,7 @@ type Confirmer struct {
 	// Approvals, when set, is the human lane: every held call gets a ToolApproval, and its
 	// answer (Approved, Denied) is sent before the deadline (approvalcalls.go). Nil holds Ask
 	// verdicts until the deadline and denies them.
-	Approvals *Approvals
+	Approvals *approvals.Store
 
 	mu       sync.Mutex
 	sessions map[string]*sessionState
@@ -297,7 +298,7 @@ func (c *Confirmer) decideCall(ctx context.Context, sessionID string, e anthropi
 	h := &hold{deadline: deadline, reason: d.Reason, tool: tool}
 	if a := c.Approvals; a != nil {
 		h.name = a.Name(gatev1.SurfaceManagedAgents, sessionID, e.ID, tool)
-		h.req = &ApprovalRequest{Surface: gatev1.SurfaceManagedAgents, Session: sessionID, Agent: caller.Agent, ToolUseID: e.ID, Tool: tool,
+		h.req = &approvals.Request{Surface: gatev1.SurfaceManagedAgents, Session: sessionID, Agent: caller.Agent, ToolUseID: e.ID, Tool: tool,
 			Decision: d, RawInput: e.Input, ExpiresAt: deadline}
 	}
 	return anthropic.ToolConfirmation{}, h, nil
@@ -324,7 +325,7 @@ func (c *Confirmer) confirm(ctx context.Context, sessionID string, st *sessionSt
 	c.countConfirmation(conf.Result)
 	c.Log.V(1).Info("confirmed tool use", "session", sessionID, "toolUse", id, "result", conf.Result)
 	if ta != nil && outcome != "" {
-		c.Approvals.outcome(ta, outcome, fmt.Sprintf("sent %s to session %s for tool use %s", conf.Result, sessionID, id))
+		c.Approvals.Outcome(ta, outcome, fmt.Sprintf("sent %s to session %s for tool use %s", conf.Result, sessionID, id))
 	}
 	return true, nil
 }

@@ -8,9 +8,9 @@
 //   - the Shard (shard.go): this replica's part of the sessions when replicas share them, by
 //     rendezvous hashing over the live members, which internal/confirm/membership keeps in a
 //     Lease;
-//   - the human lane (approvals.go, approvalcalls.go, approvalwatch.go): a ToolApproval for
-//     every call the gate sends to a human, its answer sent to the session once, Expired at
-//     the deadline, AnsweredInRuntime when the runtime's console answered first;
+//   - the Managed Agents side of the human lane (approvalcalls.go): a held call's answer,
+//     read from its ToolApproval (internal/approvals keeps those), sent to the session once,
+//     Expired at the deadline, AnsweredInRuntime when the runtime's console answered first;
 //   - the Reloader (reload.go), which keeps the gate on the mounted policy snapshot;
 //   - the Prometheus metrics of confirmations, reloads and approvals (metrics.go).
 //

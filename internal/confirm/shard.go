@@ -126,6 +126,12 @@ func (s *Shard) acquire(session string) (release func(), owned bool) {
 	}, true
 }
 
+// Acquire is acquire for the ToolApproval watch (approvals.Shard), whose keys are approval
+// names.
+func (s *Shard) Acquire(key string) (release func(), owned bool) {
+	return s.acquire(key)
+}
+
 // ownerLocked ranks the members for the session: the weight of a member is a 64-bit mix of
 // its hash and the session's, the highest weight wins, and the lower name breaks a tie.
 func (s *Shard) ownerLocked(session string) string {

@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
-	"github.com/intutic/gate-operator/internal/confirm"
+	"github.com/intutic/gate-operator/internal/approvals"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
@@ -48,9 +48,9 @@ func (a *API) wantsApprovals(r *http.Request) (bool, error) {
 func (a *API) createApproval(ctx context.Context, surface gatev1.ApprovalSurface, session, toolUseID, tool string, d gate.Decision, rawInput []byte) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ta, err := a.Approvals.Ensure(ctx, confirm.ApprovalRequest{
+	ta, err := a.Approvals.Ensure(ctx, approvals.Request{
 		Surface: surface, Session: session, ToolUseID: toolUseID, Tool: tool, Decision: d, RawInput: rawInput,
-		ExpiresAt: time.Now().Add(a.Approvals.Deadline),
+		ExpiresAt: a.Approvals.Now().Add(a.Approvals.Deadline),
 	})
 	if err != nil {
 		a.Log.Error(err, "creating a ToolApproval", "surface", surface, "session", session, "toolUseId", toolUseID)
@@ -89,7 +89,7 @@ func (a *API) getApproval(w http.ResponseWriter, r *http.Request, _ string) {
 		writeError(w, http.StatusServiceUnavailable, "the ToolApproval could not be read; retry")
 		return
 	}
-	resp := approvalResponse{Name: ta.Name, State: confirm.EffectiveState(ta, time.Now()), ExpiresAt: ta.Spec.ExpiresAt.UTC()}
+	resp := approvalResponse{Name: ta.Name, State: approvals.EffectiveState(ta, a.Approvals.Now()), ExpiresAt: ta.Spec.ExpiresAt.UTC()}
 	if d := ta.Status.Decision; d != nil && resp.State == ta.Status.State {
 		resp.Message, resp.User = d.Message, d.User
 	}

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
-	"github.com/intutic/gate-operator/internal/confirm"
+	"github.com/intutic/gate-operator/internal/approvals"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
 
@@ -40,7 +40,7 @@ func approvalAPI(t *testing.T, funcs interceptor.Funcs, withApprovals bool) (*ht
 		Log:  logr.Discard(),
 	}
 	if withApprovals {
-		api.Approvals = &confirm.Approvals{Client: cl, Reader: cl, Namespace: "agents", Confirmer: "agents", ConfirmerUID: "uid-1", Policy: "coding-agents",
+		api.Approvals = &approvals.Store{Client: cl, Reader: cl, Namespace: "agents", Confirmer: "agents", ConfirmerUID: "uid-1", Policy: "coding-agents",
 			Deadline: 15 * time.Minute, Log: logr.Discard()}
 	}
 	srv := httptest.NewServer(api.Handler())

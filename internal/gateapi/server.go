@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/intutic/gate-operator/internal/anthropic"
+	"github.com/intutic/gate-operator/internal/approvals"
 	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/confirm"
 	"github.com/intutic/gate-operator/internal/decisionlog"
@@ -31,7 +32,7 @@ type API struct {
 	Queue    *confirm.Queue
 	// Approvals, when set, lets callers of the harness and workflow routes opt in to the human
 	// lane (approvals.go) and serves GET /v1/approvals/{name}.
-	Approvals *confirm.Approvals
+	Approvals *approvals.Store
 	// HarnessSettings is the path of the bundle's harness-settings.json; its
 	// harness-network-policy.json is read from the same directory.
 	HarnessSettings string

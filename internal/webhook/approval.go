@@ -33,26 +33,12 @@ const (
 // ApproverClusterRole is the ClusterRole the installs ship for approvers; refusals name it.
 const ApproverClusterRole = "gate-operator-approver"
 
-// finalConditions maps each final state to its condition type.
-var finalConditions = map[gatev1.ToolApprovalState]string{
-	gatev1.ApprovalApproved:          gatev1.ConditionApproved,
-	gatev1.ApprovalDenied:            gatev1.ConditionDenied,
-	gatev1.ApprovalExpired:           gatev1.ConditionExpired,
-	gatev1.ApprovalAnsweredInRuntime: gatev1.ConditionAnsweredInRuntime,
-}
-
-// final reports whether a state is a decision (every state but Pending and unset).
-func final(s gatev1.ToolApprovalState) bool {
-	_, ok := finalConditions[s]
-	return ok
-}
-
 // ApprovalRecorder writes who decided a ToolApproval, and when, from the admission request:
 // whenever a status update moves it from Pending to a final state, status.decision's user, uid
 // and groups become the request's authenticated user and its time the server's clock, whatever
 // the client wrote there. The message is the client's.
 type ApprovalRecorder struct {
-	// Clock is the server's clock; nil is the real one.
+	// Clock is the server's clock; nil is the real clock.
 	Clock clock.PassiveClock
 }
 
@@ -67,7 +53,7 @@ func (r *ApprovalRecorder) Handle(_ context.Context, req admission.Request) admi
 	if resp != nil {
 		return *resp
 	}
-	if final(old.Status.State) || !final(ta.Status.State) {
+	if old.Status.State.Final() || !ta.Status.State.Final() {
 		return admission.Allowed("")
 	}
 	d := decisionOf(req.UserInfo, now(r.Clock))
@@ -99,7 +85,7 @@ type ApprovalValidator struct {
 	// Reviews creates the LocalSubjectAccessReviews that say who may approve: namespaced, so the
 	// manager's RBAC for them holds also when it is bound per namespace (--namespaces).
 	Reviews client.Client
-	// Clock is the server's clock; nil is the real one.
+	// Clock is the server's clock; nil is the real clock.
 	Clock clock.PassiveClock
 }
 
@@ -114,16 +100,16 @@ func (v *ApprovalValidator) Handle(ctx context.Context, req admission.Request) a
 	if resp != nil {
 		return *resp
 	}
-	if final(old.Status.State) {
+	if old.Status.State.Final() {
 		return unchanged(old, ta)
 	}
 	if msg, field := conditionsDisagree(&ta.Status); msg != "" {
 		return refuse(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, field, "%s", msg)
 	}
-	if !final(ta.Status.State) {
+	if !ta.Status.State.Final() {
 		if d := ta.Status.Decision; d != nil && (d.User != "" || d.UID != "" || len(d.Groups) > 0 || d.Time != nil) {
 			return refuse(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "status.decision",
-				"status.decision.user, uid, groups and time are recorded by the API server when the state becomes final; leave them empty while the state is %s", stateOrPending(ta.Status.State))
+				"status.decision.user, uid, groups and time are recorded by the API server when the state becomes final; leave them empty while the state is %s", ta.Status.State.OrPending())
 		}
 		return admission.Allowed("")
 	}
@@ -135,12 +121,7 @@ func unchanged(old, ta *gatev1.ToolApproval) admission.Response {
 	if equality.Semantic.DeepEqual(old.Status, ta.Status) {
 		return admission.Allowed("")
 	}
-	by := ""
-	if d := old.Status.Decision; d != nil && d.User != "" {
-		by = " by " + d.User
-	}
-	return refuse(http.StatusConflict, metav1.StatusReasonConflict, "status",
-		"ToolApproval %s/%s is already %s%s: no change after a decision (a new call makes a new ToolApproval)", ta.Namespace, ta.Name, old.Status.State, by)
+	return refuse(http.StatusConflict, metav1.StatusReasonConflict, "status", "%s", old.SettledRefusal())
 }
 
 // decision judges an update that moves a pending approval to a final state.
@@ -153,14 +134,14 @@ func (v *ApprovalValidator) decision(ctx context.Context, req admission.Request,
 	}
 	now := now(v.Clock)
 	expires := ta.Spec.ExpiresAt.Time
-	switch ta.Status.State {
-	case gatev1.ApprovalApproved, gatev1.ApprovalDenied:
+	switch {
+	case ta.Status.State.ByApprover():
 		if !now.Before(expires) {
 			return refuse(http.StatusForbidden, metav1.StatusReasonForbidden, "status.state",
 				"the decision arrived after the deadline: ToolApproval %s expired at %s (spec.expiresAt), and its call is denied without an answer", ref, expires.UTC().Format(time.RFC3339))
 		}
 		return v.mayApprove(ctx, req, ta)
-	case gatev1.ApprovalExpired:
+	case ta.Status.State == gatev1.ApprovalExpired:
 		if now.Before(expires) {
 			return refuse(http.StatusForbidden, metav1.StatusReasonForbidden, "status.state",
 				"ToolApproval %s does not expire before %s (spec.expiresAt): status.state Expired is refused until then", ref, expires.UTC().Format(time.RFC3339))
@@ -231,31 +212,16 @@ func confirmerOnly(user string, ta *gatev1.ToolApproval) admission.Response {
 
 // conditionsDisagree returns why the state and the conditions disagree, and the field at fault.
 func conditionsDisagree(s *gatev1.ToolApprovalStatus) (string, string) {
-	want, isFinal := finalConditions[s.State]
-	if isFinal && !meta.IsStatusConditionTrue(s.Conditions, want) {
+	want := s.State.ConditionType()
+	if s.State.Final() && !meta.IsStatusConditionTrue(s.Conditions, want) {
 		return fmt.Sprintf("status.state %s needs the condition %s with status True in status.conditions", s.State, want), "status.conditions"
 	}
 	for _, c := range s.Conditions {
-		if c.Type != want && c.Status == metav1.ConditionTrue && slices.Contains(finalConditionTypes(), c.Type) {
-			return fmt.Sprintf("status.conditions: %s is True but status.state is %s: set the state and its one condition together", c.Type, stateOrPending(s.State)), "status.conditions"
+		if c.Type != want && c.Status == metav1.ConditionTrue && gatev1.IsToolApprovalFinalCondition(c.Type) {
+			return fmt.Sprintf("status.conditions: %s is True but status.state is %s: set the state and its one condition together", c.Type, s.State.OrPending()), "status.conditions"
 		}
 	}
 	return "", ""
-}
-
-func finalConditionTypes() []string {
-	out := make([]string, 0, len(finalConditions))
-	for _, c := range finalConditions {
-		out = append(out, c)
-	}
-	return out
-}
-
-func stateOrPending(s gatev1.ToolApprovalState) gatev1.ToolApprovalState {
-	if s == "" {
-		return gatev1.ApprovalPending
-	}
-	return s
 }
 
 // decodeApprovals decodes the update's old and new ToolApproval, or returns the refusal.
@@ -269,8 +235,10 @@ func decodeApprovals(req admission.Request) (old, ta *gatev1.ToolApproval, resp 
 		r := admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the ToolApproval in force: %w", err))
 		return nil, nil, &r
 	}
-	if ta.Namespace == "" {
-		ta.Namespace = req.Namespace
+	for _, o := range []*gatev1.ToolApproval{old, ta} {
+		if o.Namespace == "" {
+			o.Namespace = req.Namespace
+		}
 	}
 	return old, ta, nil
 }
@@ -299,7 +267,7 @@ func extra(in map[string]authenticationv1.ExtraValue) map[string]authorizationv1
 	return out
 }
 
-// now reads c, or the real clock when c is nil.
+// now reads c, the real clock when c is nil.
 func now(c clock.PassiveClock) time.Time {
 	if c == nil {
 		c = clock.RealClock{}

@@ -141,7 +141,7 @@ func newApproval(ctx context.Context, t *testing.T, ns, name string, expires tim
 // setDecision sets the state and its condition True, with message.
 func setDecision(ta *gatev1.ToolApproval, state gatev1.ToolApprovalState, message string) {
 	ta.Status.State = state
-	meta.SetStatusCondition(&ta.Status.Conditions, metav1.Condition{Type: finalConditions[state], Status: metav1.ConditionTrue, Reason: "Test", Message: message})
+	meta.SetStatusCondition(&ta.Status.Conditions, metav1.Condition{Type: state.ConditionType(), Status: metav1.ConditionTrue, Reason: "Test", Message: message})
 	if ta.Status.Decision == nil {
 		ta.Status.Decision = &gatev1.ToolApprovalDecision{}
 	}

@@ -1,4 +1,12 @@
-package confirm
+// Package approvals is the human lane as Kubernetes objects: the ToolApprovals of one
+// SessionConfirmer. The Store creates one for every call the gate sends to a human (named the
+// same by every replica), reads the answers from a cache scoped to its own, says what an
+// approval answers (AnswerOf, EffectiveState), and writes only the states a human cannot:
+// Expired and AnsweredInRuntime. The Watch acts on the changes: an answered Managed Agents
+// approval goes to its session through an Answerer (internal/confirm), an approval of the HTTP
+// surfaces nobody answered turns Expired. The lifecycle itself (which states are final, how a
+// state is settled with its condition) is the API's: api/v1alpha1/toolapproval_lifecycle.go.
+package approvals
 
 import (
 	"context"
@@ -11,25 +19,26 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
-// Approvals is the human lane as Kubernetes objects: the ToolApprovals of one SessionConfirmer.
+// Store is the human lane as Kubernetes objects: the ToolApprovals of one SessionConfirmer.
 // The confirmer creates one for every call the gate sends to a human, reads the answers from a
 // cache scoped to its own (namespace and label), and writes only the states a human cannot:
 // Expired and AnsweredInRuntime. Nothing read here ever allows a call on its own: an approval
 // counts only when it names the call it answers (spec) and records who approved it before
 // its deadline (status.decision, written by the admission webhook).
-type Approvals struct {
+type Store struct {
 	// Client writes and reads fresh; Reader is the label-scoped cache (Run starts it).
 	Client client.Client
 	Reader client.Reader
@@ -45,19 +54,26 @@ type Approvals struct {
 	Deadline time.Duration
 	Metrics  *Metrics
 	Log      logr.Logger
-	// Now is replaced by tests.
-	Now func() time.Time
+	// Clock reads the time; nil is the real clock.
+	Clock clock.PassiveClock
 }
 
-// Outcome reasons of the Events recorded on a ToolApproval, and the reason of the Expired
-// condition.
+// Metrics are the confirmer's metrics of the human lane (internal/confirm registers them).
+type Metrics struct {
+	// Approvals counts the ToolApprovals written, by result.
+	Approvals *prometheus.CounterVec
+	// Latency observes the time from a human's decision to its answer reaching the runtime.
+	Latency prometheus.Observer
+}
+
+// Outcome reasons of the Events recorded on a ToolApproval (the conditions' reasons are the
+// API's: gatev1.ReasonNoAnswer and the others).
 const (
 	EventAllowed           = "Allowed"
 	EventDenied            = "Denied"
 	EventExpired           = "Expired"
 	EventAnsweredInRuntime = "AnsweredInRuntime"
 	EventNotTrusted        = "ApprovalNotTrusted"
-	ReasonNoAnswer         = "NoAnswer"
 )
 
 // keySurface is the audit lines' key of the surface.
@@ -66,8 +82,8 @@ const keySurface = "surface"
 // maxPreview bounds spec.input.preview, in bytes (the schema bounds it at 1024 characters).
 const maxPreview = 1024
 
-// ApprovalRequest is a call the gate sent to a human.
-type ApprovalRequest struct {
+// Request is a call the gate sent to a human.
+type Request struct {
 	Surface         gatev1.ApprovalSurface
 	Session, Agent  string
 	ToolUseID, Tool string
@@ -76,11 +92,11 @@ type ApprovalRequest struct {
 	ExpiresAt       time.Time
 }
 
-// ApprovalName is the name of the ToolApproval of one call of a confirmer: the tool (lower
+// Name is the name of the ToolApproval of one call of a confirmer: the tool (lower
 // case, DNS-safe, at most 20 characters) and 10 hex digits of a hash of the confirmer, the
 // surface, the session and the tool-use id. Every replica and every restart names a call
 // the same, so the object is created once.
-func ApprovalName(confirmer string, surface gatev1.ApprovalSurface, session, toolUseID, tool string) string {
+func Name(confirmer string, surface gatev1.ApprovalSurface, session, toolUseID, tool string) string {
 	sum := sha256.Sum256([]byte(strings.Join([]string{confirmer, string(surface), session, toolUseID}, "\x00")))
 	return toolSlug(tool) + "-" + hex.EncodeToString(sum[:])[:10]
 }
@@ -113,8 +129,8 @@ func toolSlug(tool string) string {
 }
 
 // Name is the approval name of a call of this confirmer.
-func (a *Approvals) Name(surface gatev1.ApprovalSurface, session, toolUseID, tool string) string {
-	return ApprovalName(a.Confirmer, surface, session, toolUseID, tool)
+func (a *Store) Name(surface gatev1.ApprovalSurface, session, toolUseID, tool string) string {
+	return Name(a.Confirmer, surface, session, toolUseID, tool)
 }
 
 // inputPreview is the first bytes of the input, at most maxPreview, cut on a UTF-8 boundary.
@@ -130,8 +146,8 @@ func inputPreview(raw []byte) (preview string, truncated bool) {
 	return s[:cut], true
 }
 
-// object is the ToolApproval of a request.
-func (a *Approvals) object(r ApprovalRequest) *gatev1.ToolApproval {
+// Object is the ToolApproval of a request, as Ensure creates it.
+func (a *Store) Object(r Request) *gatev1.ToolApproval {
 	sum := sha256.Sum256(r.RawInput)
 	in := gatev1.ToolApprovalInput{Size: int64(len(r.RawInput)), SHA256: hex.EncodeToString(sum[:])}
 	if a.ShowInput {
@@ -160,8 +176,8 @@ func (a *Approvals) object(r ApprovalRequest) *gatev1.ToolApproval {
 // Ensure creates the ToolApproval of a call, or returns the one a replica, an earlier pass or
 // an earlier run created. An object of that name that does not describe this call is an
 // error: the call is then held until its deadline, never answered from it.
-func (a *Approvals) Ensure(ctx context.Context, r ApprovalRequest) (*gatev1.ToolApproval, error) {
-	want := a.object(r)
+func (a *Store) Ensure(ctx context.Context, r Request) (*gatev1.ToolApproval, error) {
+	want := a.Object(r)
 	err := a.Client.Create(ctx, want)
 	if err == nil {
 		a.count("created")
@@ -181,14 +197,14 @@ func (a *Approvals) Ensure(ctx context.Context, r ApprovalRequest) (*gatev1.Tool
 	if err != nil {
 		return nil, fmt.Errorf("reading ToolApproval %s: %w", want.Name, err)
 	}
-	if !a.trusted(got, r.Surface, r.Session, r.ToolUseID) {
+	if !a.Trusted(got, r.Surface, r.Session, r.ToolUseID) {
 		return nil, fmt.Errorf("ToolApproval %s exists and does not describe call %s of session %q for policy %s", want.Name, r.ToolUseID, r.Session, a.Policy)
 	}
 	return got, nil
 }
 
 // Get reads a ToolApproval of this confirmer from the cache.
-func (a *Approvals) Get(ctx context.Context, name string) (*gatev1.ToolApproval, error) {
+func (a *Store) Get(ctx context.Context, name string) (*gatev1.ToolApproval, error) {
 	ta := &gatev1.ToolApproval{}
 	if err := a.Reader.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: name}, ta); err != nil {
 		return nil, err
@@ -199,9 +215,9 @@ func (a *Approvals) Get(ctx context.Context, name string) (*gatev1.ToolApproval,
 	return ta, nil
 }
 
-// trusted reports whether an approval describes the call it is looked up for and belongs to
+// Trusted reports whether an approval describes the call it is looked up for and belongs to
 // this confirmer and its policy (an approver's RBAC is checked against spec.policy).
-func (a *Approvals) trusted(ta *gatev1.ToolApproval, surface gatev1.ApprovalSurface, session, toolUseID string) bool {
+func (a *Store) Trusted(ta *gatev1.ToolApproval, surface gatev1.ApprovalSurface, session, toolUseID string) bool {
 	owned := false
 	for _, o := range ta.OwnerReferences {
 		owned = owned || (o.UID == a.ConfirmerUID && o.Kind == "SessionConfirmer" && o.Name == a.Confirmer)
@@ -210,67 +226,63 @@ func (a *Approvals) trusted(ta *gatev1.ToolApproval, surface gatev1.ApprovalSurf
 		ta.Spec.Surface == surface && ta.Spec.SessionID == session && ta.Spec.ToolUseID == toolUseID
 }
 
-// answer is what an approval says to do with its call.
-type answer int
+// Answer is what an approval says to do with its call.
+type Answer int
 
+// The answers of an approval.
 const (
-	noAnswer answer = iota // Pending, absent, or not to be trusted: hold until the deadline
-	approved
-	denied
-	expired
-	answeredInRuntime
+	NoAnswer Answer = iota // Pending, absent, or not to be trusted: hold until the deadline
+	Approved
+	Denied
+	Expired
+	AnsweredInRuntime
 )
 
-// answerOf reads an approval. Approved counts only with the approver recorded (the admission
-// webhook writes it from the request) and, when the time is recorded, before expiresAt.
-func answerOf(ta *gatev1.ToolApproval) answer {
-	if ta == nil {
-		return noAnswer
-	}
-	d := ta.Status.Decision
-	switch ta.Status.State {
-	case gatev1.ApprovalApproved:
-		if d == nil || d.User == "" || (d.Time != nil && !d.Time.Before(&ta.Spec.ExpiresAt)) {
-			return noAnswer
-		}
-		return approved
-	case gatev1.ApprovalDenied:
-		return denied
-	case gatev1.ApprovalExpired:
-		return expired
-	case gatev1.ApprovalAnsweredInRuntime:
-		return answeredInRuntime
-	}
-	return noAnswer
+// answers are the final states and the answer each gives; Approved counts only as AnswerOf says.
+var answers = map[gatev1.ToolApprovalState]Answer{
+	gatev1.ApprovalApproved: Approved, gatev1.ApprovalDenied: Denied,
+	gatev1.ApprovalExpired: Expired, gatev1.ApprovalAnsweredInRuntime: AnsweredInRuntime,
 }
 
-// deniedMessage is the refusal the agent reads for a human's denial: the approver's message
+// AnswerOf reads an approval. Approved counts only with the approver recorded (the admission
+// webhook writes it from the request) and, when the time is recorded, before expiresAt.
+func AnswerOf(ta *gatev1.ToolApproval) Answer {
+	if ta == nil || !ta.Status.State.Final() {
+		return NoAnswer
+	}
+	ans := answers[ta.Status.State]
+	if d := ta.Status.Decision; ans == Approved && (d == nil || d.User == "" || (d.Time != nil && !d.Time.Before(&ta.Spec.ExpiresAt))) {
+		return NoAnswer
+	}
+	return ans
+}
+
+// DeniedMessage is the refusal the agent reads for a human's denial: the approver's message
 // when there is one, else the rule's reason.
-func deniedMessage(ta *gatev1.ToolApproval) string {
+func DeniedMessage(ta *gatev1.ToolApproval) string {
 	if d := ta.Status.Decision; d != nil && d.Message != "" {
 		return gate.RefusalPrefix + "a human denied this call: " + d.Message
 	}
 	return gate.RefusalPrefix + "a human denied this call (" + ta.Spec.Reason + ")"
 }
 
-// errSettled is returned by settle when the approval was answered meanwhile; the fresh
-// object comes with it.
-var errSettled = errors.New("the ToolApproval was answered meanwhile")
+// ErrSettled is returned by Settle and Expire when the approval was answered meanwhile; the
+// fresh object comes with it.
+var ErrSettled = errors.New("the ToolApproval was answered meanwhile")
 
-// settle writes a final state the confirmer owns (Expired, AnsweredInRuntime) on a Pending
-// approval, with its condition, through the status subresource. On a conflict it returns the
-// object as it is now and errSettled when that is final, so the caller acts on that answer.
-func (a *Approvals) settle(ctx context.Context, ta *gatev1.ToolApproval, state gatev1.ToolApprovalState, reason, message string) (*gatev1.ToolApproval, error) {
+// Settle writes a final state the confirmer owns (Expired, AnsweredInRuntime) on a Pending
+// approval, with its condition (gatev1.ToolApproval.Settle), through the status subresource.
+// On a conflict it returns the object as it is now and ErrSettled when that is final, so the
+// caller acts on that answer.
+func (a *Store) Settle(ctx context.Context, ta *gatev1.ToolApproval, state gatev1.ToolApprovalState, reason, message string) (*gatev1.ToolApproval, error) {
 	for range 3 {
-		if ta.Status.State != "" && ta.Status.State != gatev1.ApprovalPending {
-			return ta, errSettled
+		if ta.Status.State.Final() {
+			return ta, ErrSettled
 		}
 		next := ta.DeepCopy()
-		next.Status.State = state
-		meta.SetStatusCondition(&next.Status.Conditions, metav1.Condition{
-			Type: string(state), Status: metav1.ConditionTrue, Reason: reason, Message: message, ObservedGeneration: ta.Generation,
-			LastTransitionTime: metav1.NewTime(a.now()),
-		})
+		if err := next.Settle(state, reason, message, a.Now()); err != nil {
+			return ta, err
+		}
 		err := a.Client.Status().Update(ctx, next)
 		if err == nil {
 			a.count(strings.ToLower(string(state)))
@@ -290,15 +302,15 @@ func (a *Approvals) settle(ctx context.Context, ta *gatev1.ToolApproval, state g
 }
 
 // event records an outcome on the approval.
-func (a *Approvals) event(ta *gatev1.ToolApproval, typ, reason, note string, args ...any) {
+func (a *Store) event(ta *gatev1.ToolApproval, typ, reason, note string, args ...any) {
 	if a.Recorder != nil {
 		a.Recorder.Eventf(ta, nil, typ, reason, reason, note, args...)
 	}
 }
 
-// outcome writes the audit line, Event and metrics of an answer that reached the runtime (or
+// Outcome writes the audit line, Event and metrics of an answer that reached the runtime (or
 // was recorded without reaching it).
-func (a *Approvals) outcome(ta *gatev1.ToolApproval, reason, note string) {
+func (a *Store) Outcome(ta *gatev1.ToolApproval, reason, note string) {
 	typ := corev1.EventTypeNormal
 	if reason != EventAllowed {
 		typ = corev1.EventTypeWarning
@@ -308,39 +320,40 @@ func (a *Approvals) outcome(ta *gatev1.ToolApproval, reason, note string) {
 	if d := ta.Status.Decision; d != nil {
 		kv = append(kv, "user", d.User, "groups", strings.Join(d.Groups, ","))
 		if d.Time != nil && a.Metrics != nil && (reason == EventAllowed || reason == EventDenied) {
-			a.Metrics.ApprovalLatency.Observe(a.now().Sub(d.Time.Time).Seconds())
+			a.Metrics.Latency.Observe(a.Now().Sub(d.Time.Time).Seconds())
 		}
 	}
 	a.Log.Info("approval", kv...)
 	a.event(ta, typ, reason, "%s", note)
 }
 
-func (a *Approvals) count(result string) {
+func (a *Store) count(result string) {
 	if a.Metrics != nil {
 		a.Metrics.Approvals.WithLabelValues(result).Inc()
 	}
 }
 
-func (a *Approvals) now() time.Time {
-	if a.Now != nil {
-		return a.Now()
+// Now is the time on the store's clock.
+func (a *Store) Now() time.Time {
+	if a.Clock == nil {
+		return clock.RealClock{}.Now()
 	}
-	return time.Now()
+	return a.Clock.Now()
 }
 
 // Expire writes Expired (condition Expired True, reason NoAnswer) on a Pending approval; the
 // caller denies the call whatever this returns, unless it returns the object answered
-// meanwhile with errSettled.
-func (a *Approvals) Expire(ctx context.Context, ta *gatev1.ToolApproval) (*gatev1.ToolApproval, error) {
-	return a.settle(ctx, ta, gatev1.ApprovalExpired, ReasonNoAnswer,
+// meanwhile with ErrSettled.
+func (a *Store) Expire(ctx context.Context, ta *gatev1.ToolApproval) (*gatev1.ToolApproval, error) {
+	return a.Settle(ctx, ta, gatev1.ApprovalExpired, gatev1.ReasonNoAnswer,
 		fmt.Sprintf("no human approved this call within %s; it was denied", a.Deadline))
 }
 
 // EffectiveState is the state a caller of the HTTP surfaces acts on at now: the approval's,
-// except an Approved that does not count (answerOf: no approver recorded, or recorded after
+// except an Approved that does not count (AnswerOf: no approver recorded, or recorded after
 // the deadline), which reads as Pending until the deadline and Expired after it.
 func EffectiveState(ta *gatev1.ToolApproval, now time.Time) gatev1.ToolApprovalState {
-	if ta.Status.State == "" || ta.Status.State == gatev1.ApprovalPending || (ta.Status.State == gatev1.ApprovalApproved && answerOf(ta) != approved) {
+	if AnswerOf(ta) == NoAnswer {
 		if !now.Before(ta.Spec.ExpiresAt.Time) {
 			return gatev1.ApprovalExpired
 		}

@@ -1,4 +1,4 @@
-package confirm
+package approvals
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 )
 
-// NewApprovalCache is the cache of one SessionConfirmer's ToolApprovals: its namespace, its
+// NewCache is the cache of one SessionConfirmer's ToolApprovals: its namespace, its
 // label, and no other kind (cache only what you own).
-func NewApprovalCache(cfg *rest.Config, scheme *runtime.Scheme, namespace, confirmer string) (cache.Cache, error) {
+func NewCache(cfg *rest.Config, scheme *runtime.Scheme, namespace, confirmer string) (cache.Cache, error) {
 	return cache.New(cfg, cache.Options{
 		Scheme:            scheme,
 		DefaultNamespaces: map[string]cache.Config{namespace: {}},
@@ -30,20 +30,33 @@ func NewApprovalCache(cfg *rest.Config, scheme *runtime.Scheme, namespace, confi
 	})
 }
 
-// ApprovalWatch acts on the changes of the ToolApprovals of one SessionConfirmer: a Managed
-// Agents approval that was answered reaches its session (Confirmer.AnswerApproval, on the
-// replica owning the session), and an approval of the HTTP surfaces that nobody answered is
+// Watch acts on the changes of the ToolApprovals of one SessionConfirmer: a Managed Agents
+// approval that was answered reaches its session (Answerer.AnswerApproval, on the replica
+// owning the session), and an approval of the HTTP surfaces that nobody answered is
 // marked Expired at its deadline (by the replica the Shard gives its name). Every change of an
 // approval queues its name; a name queued twice is handled once, and each pass reads the
 // approval as the cache has it then.
-type ApprovalWatch struct {
-	Approvals *Approvals
+type Watch struct {
+	Approvals *Store
 	// Confirmer answers Managed Agents calls; nil when this confirmer watches no sessions.
-	Confirmer *Confirmer
+	Confirmer Answerer
 	// Shard, when set, is this replica's part; nil owns everything.
-	Shard *Shard
+	Shard Shard
 	// Workers handle approvals in parallel (4 when zero).
 	Workers int
+}
+
+// Answerer sends the answer of a Managed Agents approval to its session (confirm.Confirmer)
+// and says how long until the approval should be looked at again, zero when never.
+type Answerer interface {
+	AnswerApproval(ctx context.Context, ta *gatev1.ToolApproval) (time.Duration, error)
+}
+
+// Shard is this replica's part of the work when replicas share it (confirm.Shard): Acquire
+// starts the work on a key this replica owns, and release ends it; owned is false, and
+// nothing starts, for a key of another replica.
+type Shard interface {
+	Acquire(key string) (release func(), owned bool)
 }
 
 // maxApprovalRetries bounds the retries of an approval whose pass keeps failing; the
@@ -53,7 +66,7 @@ const maxApprovalRetries = 10
 // Run feeds the informer's changes to the workers until ctx ends. informer is the cache's
 // informer of ToolApprovals; the cache must be started (and synced, so a restart sees every
 // approval) by the caller.
-func (w *ApprovalWatch) Run(ctx context.Context, informer cache.Informer) error {
+func (w *Watch) Run(ctx context.Context, informer cache.Informer) error {
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "toolapprovals"})
 	enqueue := func(obj any) {
@@ -90,23 +103,22 @@ func (w *ApprovalWatch) Run(ctx context.Context, informer cache.Informer) error 
 // wanted filters the changes: every Pending approval, and an answered one while its call may
 // still wait for that answer. Answered approvals older than their deadline (a restart lists
 // them all) are left to the sessions' own passes, which answer every call still pending.
-func (w *ApprovalWatch) wanted(ta *gatev1.ToolApproval) bool {
-	switch ta.Status.State {
-	case "", gatev1.ApprovalPending:
+func (w *Watch) wanted(ta *gatev1.ToolApproval) bool {
+	if !ta.Status.State.Final() {
 		return true
-	case gatev1.ApprovalApproved, gatev1.ApprovalDenied, gatev1.ApprovalExpired:
-		return ta.Spec.Surface == gatev1.SurfaceManagedAgents && w.Approvals.now().Before(ta.Spec.ExpiresAt.Add(time.Minute))
 	}
-	return false
+	// AnsweredInRuntime: the runtime answered the call itself, nothing here waits for it.
+	return answers[ta.Status.State] != AnsweredInRuntime && ta.Spec.Surface == gatev1.SurfaceManagedAgents &&
+		w.Approvals.Now().Before(ta.Spec.ExpiresAt.Add(time.Minute))
 }
 
-func (w *ApprovalWatch) next(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) bool {
+func (w *Watch) next(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) bool {
 	name, quit := q.Get()
 	if quit {
 		return false
 	}
 	defer q.Done(name)
-	actx, cancel := detached(ctx)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute) // a pass ends even when ctx does
 	again, err := w.handle(actx, name)
 	cancel()
 	switch {
@@ -126,7 +138,7 @@ func (w *ApprovalWatch) next(ctx context.Context, q workqueue.TypedRateLimitingI
 }
 
 // handle acts on one approval as the cache has it now, and says when to look again.
-func (w *ApprovalWatch) handle(ctx context.Context, name string) (time.Duration, error) {
+func (w *Watch) handle(ctx context.Context, name string) (time.Duration, error) {
 	a := w.Approvals
 	ta, err := a.Get(ctx, name)
 	if apierrors.IsNotFound(err) {
@@ -136,7 +148,7 @@ func (w *ApprovalWatch) handle(ctx context.Context, name string) (time.Duration,
 		return 0, err
 	}
 	if ta.Spec.Surface == gatev1.SurfaceManagedAgents {
-		if w.Confirmer == nil || !a.trusted(ta, ta.Spec.Surface, ta.Spec.SessionID, ta.Spec.ToolUseID) {
+		if w.Confirmer == nil || !a.Trusted(ta, ta.Spec.Surface, ta.Spec.SessionID, ta.Spec.ToolUseID) {
 			return 0, nil
 		}
 		return w.Confirmer.AnswerApproval(ctx, ta)
@@ -148,26 +160,29 @@ func (w *ApprovalWatch) handle(ctx context.Context, name string) (time.Duration,
 // anywhere (the caller polls GET /v1/approvals/{name}). Until then it says when to look again.
 // When replicas share the work, the one the Shard gives the approval's name writes it; the
 // others look again later, in case it moves to them.
-func (w *ApprovalWatch) expireHTTP(ctx context.Context, ta *gatev1.ToolApproval) (time.Duration, error) {
+func (w *Watch) expireHTTP(ctx context.Context, ta *gatev1.ToolApproval) (time.Duration, error) {
 	a := w.Approvals
-	if ta.Status.State != "" && ta.Status.State != gatev1.ApprovalPending {
+	if ta.Status.State.Final() {
 		return 0, nil
 	}
-	if wait := ta.Spec.ExpiresAt.Sub(a.now()); wait > 0 {
+	if wait := ta.Spec.ExpiresAt.Sub(a.Now()); wait > 0 {
 		return wait, nil
 	}
-	release, owned := w.Shard.acquire(ta.Name)
+	release, owned := func() {}, true
+	if w.Shard != nil {
+		release, owned = w.Shard.Acquire(ta.Name)
+	}
 	if !owned {
 		return 30 * time.Second, nil
 	}
 	defer release()
 	fresh, err := a.Expire(ctx, ta)
 	switch {
-	case err == errSettled:
+	case err == ErrSettled:
 		return 0, nil
 	case err != nil:
 		return 0, err
 	}
-	a.outcome(fresh, EventExpired, fmt.Sprintf("no human answered within %s; the %s caller reads Expired", a.Deadline, ta.Spec.Surface))
+	a.Outcome(fresh, EventExpired, fmt.Sprintf("no human answered within %s; the %s caller reads Expired", a.Deadline, ta.Spec.Surface))
 	return 0, nil
 }

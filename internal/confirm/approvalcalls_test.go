@@ -3,11 +3,9 @@ package confirm
 import (
 	"context"
 	"errors"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +19,7 @@ import (
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/anthropic"
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
+	"github.com/intutic/gate-operator/internal/approvals"
 )
 
 func testScheme(t testing.TB) *runtime.Scheme {
@@ -34,10 +33,10 @@ func testScheme(t testing.TB) *runtime.Scheme {
 
 // fakeApprovals is the human lane on controller-runtime's fake client (no cache lag: the
 // reader is the client), with funcs intercepting its calls.
-func fakeApprovals(t testing.TB, funcs interceptor.Funcs) (*Approvals, client.Client) {
+func fakeApprovals(t testing.TB, funcs interceptor.Funcs) (*approvals.Store, client.Client) {
 	t.Helper()
 	cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithStatusSubresource(&gatev1.ToolApproval{}).WithInterceptorFuncs(funcs).Build()
-	return &Approvals{Client: cl, Reader: cl, Namespace: "agents", Confirmer: "agents", ConfirmerUID: "uid-1", Policy: "coding-agents",
+	return &approvals.Store{Client: cl, Reader: cl, Namespace: "agents", Confirmer: "agents", ConfirmerUID: "uid-1", Policy: "coding-agents",
 		Deadline: 15 * time.Minute, Log: logr.Discard()}, cl
 }
 
@@ -72,49 +71,6 @@ func getApproval(ctx context.Context, t testing.TB, cl client.Client, name strin
 	return ta
 }
 
-// TestApprovalName: one call, one name, readable and DNS-safe; another call, session, surface
-// or confirmer, another name.
-func TestApprovalName(t *testing.T) {
-	n := ApprovalName("agents", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_1", "mcp__deploy__run")
-	if n != ApprovalName("agents", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_1", "mcp__deploy__run") {
-		t.Fatal("the name is not deterministic")
-	}
-	if !regexp.MustCompile(`^mcp-deploy-run-[0-9a-f]{10}$`).MatchString(n) {
-		t.Fatalf("name %q", n)
-	}
-	for _, other := range []string{
-		ApprovalName("agents", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_2", "mcp__deploy__run"),
-		ApprovalName("agents", gatev1.SurfaceManagedAgents, "sesn_2", "sevt_1", "mcp__deploy__run"),
-		ApprovalName("agents", gatev1.SurfaceHarness, "sesn_1", "sevt_1", "mcp__deploy__run"),
-		ApprovalName("other", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_1", "mcp__deploy__run"),
-	} {
-		if strings.HasSuffix(other, n[len(n)-10:]) {
-			t.Errorf("%s and %s share a hash", n, other)
-		}
-	}
-	for tool, want := range map[string]string{
-		"WebFetch": "webfetch", "": "call", "___": "call", "a_very_long_tool_name_indeed_it_is": "a-very-long-tool-nam", "Ünïcode--x": "n-code-x",
-		"abcdefghijklmnopqrs_t": "abcdefghijklmnopqrs",
-	} {
-		if got := toolSlug(tool); got != want {
-			t.Errorf("toolSlug(%q) = %q, want %q", tool, got, want)
-		}
-	}
-}
-
-// TestInputPreview: at most 1024 bytes, cut between characters, truncated said when cut.
-func TestInputPreview(t *testing.T) {
-	small := []byte(`{"command":"ls"}`)
-	if p, tr := inputPreview(small); p != string(small) || tr {
-		t.Fatalf("%q %v", p, tr)
-	}
-	big := []byte(`{"text":"` + strings.Repeat("é", 600) + `"}`) // 1,211 bytes; é is 2
-	p, tr := inputPreview(big)
-	if !tr || len(p) > 1024 || len(p) < 1022 || !utf8.ValidString(p) || !strings.HasPrefix(string(big), p) {
-		t.Fatalf("preview of %d bytes, valid %v, truncated %v", len(p), utf8.ValidString(p), tr)
-	}
-}
-
 // TestApprovalAnswersTheCall: each held call gets a ToolApproval (spec as the type says, no
 // preview unless opted in); an approval answers its call with allow, a denial with deny and
 // the approver's message, and only those: an Approved without the approver recorded, one
@@ -130,10 +86,10 @@ func TestApprovalAnswersTheCall(t *testing.T) {
 	c.Approvals = a
 	now := time.Now()
 	clk := testingclock.NewFakePassiveClock(now)
-	c.Clock, a.Now = clk, clk.Now
+	c.Clock, a.Clock = clk, clk
 
 	// An object squatting the last call's name, for another policy, already "Approved".
-	squat := a.object(ApprovalRequest{Surface: gatev1.SurfaceManagedAgents, Session: "sesn_a", ToolUseID: ids[4], Tool: "mcp__deploy__run", ExpiresAt: now.Add(time.Hour)})
+	squat := a.Object(approvals.Request{Surface: gatev1.SurfaceManagedAgents, Session: "sesn_a", ToolUseID: ids[4], Tool: "mcp__deploy__run", ExpiresAt: now.Add(time.Hour)})
 	squat.Spec.Policy = "lenient"
 	if err := cl.Create(ctx, squat); err != nil {
 		t.Fatal(err)
@@ -187,16 +143,6 @@ func TestApprovalAnswersTheCall(t *testing.T) {
 		t.Fatalf("restart: %+v %v", out, err)
 	}
 	confirmations(t, f, "sesn_a")
-}
-
-// TestApprovalShowInput: with showInput the approval carries the input's first bytes.
-func TestApprovalShowInput(t *testing.T) {
-	a, _ := fakeApprovals(t, interceptor.Funcs{})
-	a.ShowInput = true
-	ta := a.object(ApprovalRequest{Surface: gatev1.SurfaceHarness, ToolUseID: "ap_1", Tool: "deploy", RawInput: []byte(`{"env":"prod"}`), ExpiresAt: time.Now()})
-	if ta.Spec.Input.Preview != `{"env":"prod"}` || ta.Spec.Input.Truncated {
-		t.Fatalf("input %+v", ta.Spec.Input)
-	}
 }
 
 // TestApprovalFaultsDeny: with the API server refusing every write, a held call is never
@@ -253,7 +199,7 @@ func TestExpireLosesToAnEarlierAnswer(t *testing.T) {
 	c.Approvals = a
 	now := time.Now()
 	clk := testingclock.NewFakePassiveClock(now)
-	c.Clock, a.Now = clk, clk.Now
+	c.Clock, a.Clock = clk, clk
 	if _, err := c.AnswerSession(ctx, "sesn_e"); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +221,7 @@ func TestExpireLosesToAnEarlierAnswer(t *testing.T) {
 	}
 	ta := getApproval(ctx, t, cl, n1)
 	cond := meta.FindStatusCondition(ta.Status.Conditions, gatev1.ConditionExpired)
-	if ta.Status.State != gatev1.ApprovalExpired || cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != ReasonNoAnswer {
+	if ta.Status.State != gatev1.ApprovalExpired || cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != gatev1.ReasonNoAnswer {
 		t.Fatalf("status %+v", ta.Status)
 	}
 }
@@ -313,7 +259,7 @@ func TestConsoleFirstAndLateExpired(t *testing.T) {
 	ids := f.AddSession("sesn_c", "agent_1", deploy(), deploy())
 	now := time.Now()
 	clk := testingclock.NewFakePassiveClock(now)
-	a.Now = clk.Now
+	a.Clock = clk
 	first := newConfirmer(t, f)
 	first.Approvals, first.Clock = a, clk
 	if out, err := first.AnswerSession(ctx, "sesn_c"); err != nil || out.Held != 2 {

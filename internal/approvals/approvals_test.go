@@ -1,0 +1,64 @@
+package approvals
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+)
+
+// TestApprovalName: one call, one name, readable and DNS-safe; another call, session, surface
+// or confirmer, another name.
+func TestName(t *testing.T) {
+	n := Name("agents", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_1", "mcp__deploy__run")
+	if n != Name("agents", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_1", "mcp__deploy__run") {
+		t.Fatal("the name is not deterministic")
+	}
+	if !regexp.MustCompile(`^mcp-deploy-run-[0-9a-f]{10}$`).MatchString(n) {
+		t.Fatalf("name %q", n)
+	}
+	for _, other := range []string{
+		Name("agents", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_2", "mcp__deploy__run"),
+		Name("agents", gatev1.SurfaceManagedAgents, "sesn_2", "sevt_1", "mcp__deploy__run"),
+		Name("agents", gatev1.SurfaceHarness, "sesn_1", "sevt_1", "mcp__deploy__run"),
+		Name("other", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_1", "mcp__deploy__run"),
+	} {
+		if strings.HasSuffix(other, n[len(n)-10:]) {
+			t.Errorf("%s and %s share a hash", n, other)
+		}
+	}
+	for tool, want := range map[string]string{
+		"WebFetch": "webfetch", "": "call", "___": "call", "a_very_long_tool_name_indeed_it_is": "a-very-long-tool-nam", "Ünïcode--x": "n-code-x",
+		"abcdefghijklmnopqrs_t": "abcdefghijklmnopqrs",
+	} {
+		if got := toolSlug(tool); got != want {
+			t.Errorf("toolSlug(%q) = %q, want %q", tool, got, want)
+		}
+	}
+}
+
+// TestInputPreview: at most 1024 bytes, cut between characters, truncated said when cut.
+func TestInputPreview(t *testing.T) {
+	small := []byte(`{"command":"ls"}`)
+	if p, tr := inputPreview(small); p != string(small) || tr {
+		t.Fatalf("%q %v", p, tr)
+	}
+	big := []byte(`{"text":"` + strings.Repeat("é", 600) + `"}`) // 1,211 bytes; é is 2
+	p, tr := inputPreview(big)
+	if !tr || len(p) > 1024 || len(p) < 1022 || !utf8.ValidString(p) || !strings.HasPrefix(string(big), p) {
+		t.Fatalf("preview of %d bytes, valid %v, truncated %v", len(p), utf8.ValidString(p), tr)
+	}
+}
+
+// TestApprovalShowInput: with showInput the approval carries the input's first bytes.
+func TestApprovalShowInput(t *testing.T) {
+	a := &Store{Namespace: "agents", Confirmer: "agents", ConfirmerUID: "uid-1", Policy: "coding-agents"}
+	a.ShowInput = true
+	ta := a.Object(Request{Surface: gatev1.SurfaceHarness, ToolUseID: "ap_1", Tool: "deploy", RawInput: []byte(`{"env":"prod"}`), ExpiresAt: time.Now()})
+	if ta.Spec.Input.Preview != `{"env":"prod"}` || ta.Spec.Input.Truncated {
+		t.Fatalf("input %+v", ta.Spec.Input)
+	}
+}
