@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/gate/gatetest"
 	"github.com/intutic/gate-operator/internal/runtime/claudecode"
 )
 
@@ -20,26 +21,6 @@ func hookRules() []gate.Rule {
 		{Name: "no-prod-deploys", Tools: []string{"mcp__deploy__*"}, When: `has(input.environment) && input.environment == "production"`, Action: gate.Block, Reason: "production deploys go through the release pipeline", Code: "production_deploy"},
 		{Name: "reads-ok", Tools: []string{"read", "glob", "grep"}, Action: gate.Allow},
 	}
-}
-
-func gateFor(t *testing.T, meta gate.PolicyMeta, rules ...gate.Rule) *gate.Gate {
-	t.Helper()
-	if meta.Policy == "" {
-		meta.Policy = "agents/test"
-	}
-	s, err := gate.BuildSnapshot(meta, rules)
-	if err != nil {
-		t.Fatalf("BuildSnapshot: %v", err)
-	}
-	data, err := s.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gate.New(meta.WorkspaceID)
-	if err := g.Load(data); err != nil {
-		t.Fatalf("Load: %v", err)
-	}
-	return g
 }
 
 func bash(cmd string) *gate.Call {
@@ -62,7 +43,7 @@ func TestHookInputCwd(t *testing.T) {
 // TestAuditedHookResponse: an audited Block exits 0 without a permission decision and tells
 // the user in systemMessage; stderr stays quiet.
 func TestAuditedHookResponse(t *testing.T) {
-	g := gateFor(t, gate.PolicyMeta{Enforcement: gate.Audit}, gate.Rule{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.contains("rm -rf /")`, Action: gate.Block, Reason: "destructive command"})
+	g := gatetest.GateWith(t, gate.PolicyMeta{Enforcement: gate.Audit}, gate.Rule{Name: "no-root-rm", Tools: []string{"bash"}, When: `input.command.contains("rm -rf /")`, Action: gate.Block, Reason: "destructive command"})
 	d := g.Decide(bash("rm -rf /"))
 	for _, explicit := range []bool{false, true} {
 		out, stderr, exit := claudecode.HookResponse(d, explicit)
