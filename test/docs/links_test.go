@@ -4,6 +4,7 @@
 package docs_test
 
 import (
+	"iter"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -129,25 +130,33 @@ var (
 // links are the inline links of a Markdown document outside code blocks and code spans.
 func links(doc string) []link {
 	var out []link
-	fence := ""
-	for i, line := range strings.Split(doc, "\n") {
-		if f, ok := fenceOf(line); ok {
-			switch {
-			case fence == "":
-				fence = f
-			case strings.HasPrefix(strings.TrimSpace(line), fence):
-				fence = ""
-			}
-			continue
-		}
-		if fence != "" {
-			continue
-		}
+	for i, line := range prose(doc) {
 		for _, m := range inlineLink.FindAllStringSubmatch(codeSpan.ReplaceAllString(line, "``"), -1) {
 			out = append(out, link{target: m[1], line: i + 1})
 		}
 	}
 	return out
+}
+
+// prose yields the lines of a Markdown document outside fenced code blocks, with their index.
+func prose(doc string) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		fence := ""
+		for i, line := range strings.Split(doc, "\n") {
+			if f, ok := fenceOf(line); ok {
+				switch {
+				case fence == "":
+					fence = f
+				case strings.HasPrefix(strings.TrimSpace(line), fence):
+					fence = ""
+				}
+				continue
+			}
+			if fence == "" && !yield(i, line) {
+				return
+			}
+		}
+	}
 }
 
 // fenceOf reports whether line opens or closes a fenced code block, and its fence.
@@ -181,20 +190,7 @@ var uriScheme = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*$`)
 func headingSlugs(doc string) map[string]bool {
 	slugs := map[string]bool{}
 	seen := map[string]int{}
-	fence := ""
-	for _, line := range strings.Split(doc, "\n") {
-		if f, ok := fenceOf(line); ok {
-			switch {
-			case fence == "":
-				fence = f
-			case strings.HasPrefix(strings.TrimSpace(line), fence):
-				fence = ""
-			}
-			continue
-		}
-		if fence != "" {
-			continue
-		}
+	for _, line := range prose(doc) {
 		text, ok := headingText(line)
 		if !ok {
 			continue
