@@ -35,10 +35,10 @@ manifests: tools ## Generate CRDs into config/crd/bases and RBAC into config/rba
 chart-sync: ## Regenerate the chart's CRDs, ClusterRoles and webhook configurations from config/.
 	hack/sync-chart.sh
 
-# The nocel build: gate-hook as the images ship it, without CEL, and the packages with nocel
-# files. Only their product code builds without CEL (the tests and gatetest need it). unused and
+# The nocel build: gate-hook as the images ship it, without CEL, and the packages it builds with (or with nocel
+# files). Only their product code builds without CEL (the tests and gatetest need it). unused and
 # unparam are left to the default build: here they would flag what only the CEL files use.
-NOCEL_PKGS := ./internal/gate/ ./cmd/gate-hook/
+NOCEL_PKGS := ./internal/gate/ ./internal/gate/toolname/ ./internal/strictjson/ ./internal/runtime/claudecode/ ./cmd/gate-hook/
 
 .PHONY: lint
 lint: tools ## Run golangci-lint (.golangci.yml) over every package, the conformance suite included, and over the nocel build.
