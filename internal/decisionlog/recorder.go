@@ -73,28 +73,23 @@ type Refusal gate.Decision
 // Decide is the refusal.
 func (r Refusal) Decide(*gate.Call) gate.Decision { return gate.Decision(r) }
 
-// Evaluate decides c with g and records the decision. rawInput is the input as it arrived:
-// hashed and measured, never logged.
-func (r *Recorder) Evaluate(g Gate, c *gate.Call, rawInput []byte, o Origin) gate.Decision {
-	return r.record(g, c, rawInput, o)
-}
-
 // EvaluateRaw renders c's input from its JSON encoding (gate.RenderRawInput) and decides it
 // with g. Input that does not decode is refused with input_invalid without consulting g, and
 // recorded like any other decision.
 func (r *Recorder) EvaluateRaw(g Gate, c *gate.Call, rawInput []byte, o Origin) gate.Decision {
 	input, err := gate.RenderRawInput(rawInput)
 	if err != nil {
-		return r.record(Refusal(gate.Refuse(gate.CodeInputInvalid, err.Error())), c, rawInput, o)
+		return r.Evaluate(Refusal(gate.Refuse(gate.CodeInputInvalid, err.Error())), c, rawInput, o)
 	}
 	c.Input = input
-	return r.record(g, c, rawInput, o)
+	return r.Evaluate(g, c, rawInput, o)
 }
 
-// record is the one place a decision is timed, counted, written as a line and emitted. A
-// decision that let an Ask or Block through (Audit) has mode "audit" on its line and in its
-// count, and its line carries the would-be verdict, rule, code and reason.
-func (r *Recorder) record(g Gate, c *gate.Call, rawInput []byte, o Origin) gate.Decision {
+// Evaluate decides c with g and records the decision: the one place a decision is timed,
+// counted, written as a line and emitted. rawInput is the input as it arrived: hashed and
+// measured, never logged. A decision that let an Ask or Block through (Audit) has mode "audit"
+// on its line and in its count, and its line carries the would-be verdict, rule, code and reason.
+func (r *Recorder) Evaluate(g Gate, c *gate.Call, rawInput []byte, o Origin) gate.Decision {
 	if r == nil {
 		return g.Decide(c)
 	}
