@@ -31,7 +31,11 @@ reports_version() {
     etcd) want="etcd Version: ${ETCD_VERSION#v}" ;;
     *) want="Kubernetes ${K8S_VERSION}" ;;
   esac
-  "${OUT}/${bin}" --version 2>/dev/null | grep -qF "${want}"
+  # The output is captured first: piped into `grep -q`, which exits at the first match, etcd's
+  # four-line --version can die of SIGPIPE, and under pipefail a present etcd then looks wrong.
+  local out
+  out="$("${OUT}/${bin}" --version 2>/dev/null)" || return 1
+  grep -qF "${want}" <<<"${out}"
 }
 
 # heartbeat LABEL PID: prints elapsed time every 30 s while PID runs, so a long build is visibly alive.
