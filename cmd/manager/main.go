@@ -108,6 +108,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	fs.StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration whose nameservers resolve allowed hosts")
 	fs.StringVar(&s.bootstrap.MountDir, "bootstrap-mount-dir", bootstrap.DefaultMountDir, "where sandbox pods mount the bootstrap ConfigMap (absolute)")
 	fs.StringVar(&s.bootstrap.HookBin, "gate-hook-path", bootstrap.DefaultHookBin, "where sandbox pods have the gate-hook binary (absolute); every bundle's hook wrapper runs exactly this file")
+	fs.StringVar(&s.bootstrap.ClaudeCodeMinimumVersion, "claude-code-minimum-version", bootstrap.DefaultClaudeCodeMinimumVersion, "the managed settings' requiredMinimumVersion: an older Claude Code in a sandbox exits at start; the default is the oldest Claude Code the conformance suite proves (docs/upgrading.md)")
 	fs.StringVar(&nameserver, "nameserver", "", "host:port of the DNS server that resolves allowed hosts, instead of the nameservers of --resolv-conf")
 	fs.StringVar(&serviceCIDRs, "service-cidrs", egress.DefaultClusterCIDRs, "the cluster's Service ranges, comma-separated: an allowed host's DNS answer inside them is dropped (allowedCIDRs may still cover them); the default, the private ranges, holds most clusters' ranges (docs/egress-carve-outs.md)")
 	fs.StringVar(&podCIDRs, "pod-cidrs", egress.DefaultClusterCIDRs, "the cluster's Pod ranges, comma-separated, treated like --service-cidrs")
@@ -152,6 +153,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	}
 	if !path.IsAbs(s.bootstrap.HookBin) {
 		return nil, fmt.Errorf("--gate-hook-path %q is not an absolute path", s.bootstrap.HookBin)
+	}
+	if err := bootstrap.CheckClaudeCodeVersion(s.bootstrap.ClaudeCodeMinimumVersion); err != nil {
+		return nil, fmt.Errorf("--claude-code-minimum-version: %w", err)
 	}
 	services, err := egress.ParsePrefixes(serviceCIDRs)
 	if err != nil {
