@@ -2,16 +2,19 @@ package gateapi
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/approvals"
 )
 
 // TestApprovalBoundToItsCall: on POST /v1/workflow/needs-approval, after alice approves one
@@ -112,5 +115,48 @@ func TestApprovalBoundToItsCall(t *testing.T) {
 	approve(label.Name, "mallory")
 	if status, out := get(label.Name); status != 409 || out["code"] != CodeApprovalNotTrusted {
 		t.Errorf("GET of an object with only the label: %d %v", status, out)
+	}
+}
+
+// TestPollPastTheDeadlineRecordsExpired: a poll past expiresAt writes Expired before it answers
+// Expired; while the API server refuses that (its clock behind the confirmer's) it answers
+// Pending, for at most a minute, since a human may still answer by the server's clock.
+func TestPollPastTheDeadlineRecordsExpired(t *testing.T) {
+	ctx := context.Background()
+	refuse := true
+	srv, cl, api := approvalAPIOf(t, interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		if refuse {
+			return errors.New("admission webhook denied the request: Expired is refused until spec.expiresAt")
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}}, true)
+	_, _, raw := do(t, srv, "POST", "/v1/workflow/needs-approval", tok, workflowBody, HeaderHumanApproval, "create")
+	name, _ := decode(t, raw)["approvalName"].(string)
+	ta := &gatev1.ToolApproval{}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "agents", Name: name}, ta); err != nil {
+		t.Fatal(err)
+	}
+	clk := testingclock.NewFakePassiveClock(ta.Spec.ExpiresAt.Add(10 * time.Second))
+	api.Approvals.Clock = clk
+	get := func() string {
+		status, _, raw := do(t, srv, "GET", "/v1/approvals/"+name, tok, "")
+		if status != 200 {
+			t.Fatalf("%d %s", status, raw)
+		}
+		return decode(t, raw)["state"].(string)
+	}
+	if s := get(); s != "Pending" {
+		t.Fatalf("past the deadline, Expired refused: %s, want Pending", s)
+	}
+	clk.SetTime(ta.Spec.ExpiresAt.Add(approvals.ExpiryGrace))
+	if s := get(); s != "Expired" {
+		t.Fatalf("past the grace: %s, want Expired", s)
+	}
+	refuse = false
+	if s := get(); s != "Expired" {
+		t.Fatalf("%s, want Expired", s)
+	}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "agents", Name: name}, ta); err != nil || ta.Status.State != gatev1.ApprovalExpired {
+		t.Fatalf("the record says %q (%v), want Expired", ta.Status.State, err)
 	}
 }

@@ -116,21 +116,24 @@ func (a *API) getApproval(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	now := a.Approvals.Now()
+	state := approvals.EffectiveState(ta, now)
 	if !ta.Status.State.Final() && !now.Before(ta.Spec.ExpiresAt.Time) {
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		fresh, err := a.Approvals.Expire(ctx, ta)
 		cancel()
 		switch {
 		case err == nil, errors.Is(err, approvals.ErrSettled):
-			ta = fresh
+			ta, state = fresh, approvals.EffectiveState(fresh, now)
 		case now.Before(ta.Spec.ExpiresAt.Add(approvals.ExpiryGrace)):
+			// Refused (the API server's clock, which measures the deadline, is behind) or failed:
+			// a human may still answer, so the caller reads Pending until Expired is recorded.
 			a.requestLog(r).Error(err, "recording Expired; the caller reads Pending until it is", "approval", name)
-			now = ta.Spec.ExpiresAt.Add(-time.Nanosecond) // read as Pending: a human may still answer by the server's clock
+			state = gatev1.ApprovalPending
 		default:
 			a.requestLog(r).Error(err, "recording Expired; the caller reads Expired without it", "approval", name)
 		}
 	}
-	resp := approvalResponse{Name: ta.Name, State: approvals.EffectiveState(ta, now), ExpiresAt: ta.Spec.ExpiresAt.UTC()}
+	resp := approvalResponse{Name: ta.Name, State: state, ExpiresAt: ta.Spec.ExpiresAt.UTC()}
 	if d := ta.Status.Decision; d != nil && resp.State == ta.Status.State {
 		resp.Message, resp.User = d.Message, d.User
 	}
