@@ -95,7 +95,7 @@ func TestReplicasAnswerApprovals(t *testing.T) {
 	a, b := start("confirmer-a"), start("confirmer-b")
 
 	name := func(session string, i int) string {
-		return approvals.Name("agents", gatev1.SurfaceManagedAgents, session, sessions[session][i], "mcp__deploy__run")
+		return approvals.Name("agents", gatev1.SurfaceManagedAgents, session, sessions[session][i], "mcp__deploy__run", approvals.InputDigest([]byte(`{"env":"prod"}`)))
 	}
 	testutil.Eventually(t, 60*time.Second, func() error {
 		var l gatev1.ToolApprovalList
