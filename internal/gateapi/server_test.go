@@ -37,13 +37,14 @@ func (f fakeReviewer) Create(_ context.Context, tr *authenticationv1.TokenReview
 	}
 	out := tr.DeepCopy()
 	if user, ok := f[tr.Spec.Token]; ok {
-		out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: user}}
+		out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: tr.Spec.Audiences, User: authenticationv1.UserInfo{Username: user}}
 	}
 	return out, nil
 }
 
 type apiFixture struct {
 	srv       *httptest.Server
+	metrics   *httptest.Server // the metrics listener, apart from srv
 	reg       *prometheus.Registry
 	fake      *anthropictest.Server
 	bundleDir string // holds the harness files GET /v1/harness/settings serves
