@@ -5,9 +5,11 @@ package main
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -67,7 +69,7 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	reloader := &confirm.Reloader{Gate: g, Path: o.Snapshot, Workspace: o.Workspace, Log: log.WithName("snapshot"), Metrics: metrics}
 	_ = reloader.Load() // until a snapshot verifies, every call is refused and /readyz says why
 
-	api := &gateapi.API{Gate: g, Reloader: reloader, HarnessSettings: o.HarnessSettings, Decisions: decisions.Named("gate"), Gatherer: reg, Log: log.WithName("gate")}
+	api := &gateapi.API{Gate: g, HarnessSettings: o.HarnessSettings, Decisions: decisions.Named("gate"), Gatherer: reg, Log: log.WithName("gate")}
 
 	var kube, reviews kubernetes.Interface
 	var kcfg *rest.Config
@@ -81,7 +83,7 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 		}
 	}
 	if !o.InsecureNoAuth {
-		api.Auth = &gateapi.Authenticator{Reviewer: reviews.AuthenticationV1().TokenReviews(), Allowed: o.AllowedServiceAccounts}
+		api.Auth = &gateapi.Authenticator{Reviewer: reviews.AuthenticationV1().TokenReviews(), Allowed: o.AllowedServiceAccounts, Audience: o.TokenAudience}
 	} else {
 		log.Info("WARNING: the gate API is served without authentication (--insecure-no-auth, loopback only)")
 	}
@@ -133,9 +135,14 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	}
 
 	srv := api.NewServer(o.Listen, gateapi.ServerOptions{}) // the defaults bound slow and idle clients
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("confirmer serving", "listen", o.Listen, "snapshot", o.Snapshot, "agents", strings.Join(o.AgentIDs, ","), "webhook", api.Webhook != nil, "leaderElect", o.LeaderElect, "membersLease", o.MembersLease)
+	var metricsSrv *http.Server
+	if o.MetricsListen != "" {
+		metricsSrv = api.NewMetricsServer(o.MetricsListen, gateapi.ServerOptions{})
+		go func() { errc <- metricsSrv.ListenAndServe() }()
+	}
+	log.Info("confirmer serving", "listen", o.Listen, "metricsListen", o.MetricsListen, "tokenAudience", o.TokenAudience, "snapshot", o.Snapshot, "agents", strings.Join(o.AgentIDs, ","), "webhook", api.Webhook != nil, "leaderElect", o.LeaderElect, "membersLease", o.MembersLease)
 
 	select {
 	case err := <-errc:
@@ -148,6 +155,9 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownGrace)
 	defer cancel()
 	err = srv.Shutdown(sctx)
+	if metricsSrv != nil {
+		err = errors.Join(err, metricsSrv.Shutdown(sctx))
+	}
 	wg.Wait()
 	return err
 }
