@@ -134,14 +134,8 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 		watchSessions(ctx, &wg, o, confirmer, kube, log)
 	}
 
-	srv := api.NewServer(o.Listen, gateapi.ServerOptions{}) // the defaults bound slow and idle clients
-	errc := make(chan error, 2)
-	go func() { errc <- srv.ListenAndServe() }()
-	var metricsSrv *http.Server
-	if o.MetricsListen != "" {
-		metricsSrv = api.NewMetricsServer(o.MetricsListen, gateapi.ServerOptions{})
-		go func() { errc <- metricsSrv.ListenAndServe() }()
-	}
+	servers := httpServers(api, o)
+	errc := listenAndServe(servers)
 	log.Info("confirmer serving", "listen", o.Listen, "metricsListen", o.MetricsListen, "tokenAudience", o.TokenAudience, "snapshot", o.Snapshot, "agents", strings.Join(o.AgentIDs, ","), "webhook", api.Webhook != nil, "leaderElect", o.LeaderElect, "membersLease", o.MembersLease)
 
 	select {
@@ -154,12 +148,37 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	log.Info("shutting down: finishing in-flight requests and confirmations")
 	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownGrace)
 	defer cancel()
-	err = srv.Shutdown(sctx)
-	if metricsSrv != nil {
-		err = errors.Join(err, metricsSrv.Shutdown(sctx))
-	}
+	err = shutdown(sctx, servers)
 	wg.Wait()
 	return err
+}
+
+// listenAndServe runs each server; the channel receives the error of any that stops.
+func listenAndServe(servers []*http.Server) <-chan error {
+	errc := make(chan error, len(servers))
+	for _, srv := range servers {
+		go func() { errc <- srv.ListenAndServe() }()
+	}
+	return errc
+}
+
+// shutdown shuts every server down within ctx.
+func shutdown(ctx context.Context, servers []*http.Server) error {
+	var err error
+	for _, srv := range servers {
+		err = errors.Join(err, srv.Shutdown(ctx))
+	}
+	return err
+}
+
+// httpServers are the gate API's server on --listen and, unless --metrics-listen is empty, the
+// metrics server apart from it; the defaults bound slow and idle clients on both.
+func httpServers(api *gateapi.API, o confirmerconfig.Config) []*http.Server {
+	servers := []*http.Server{api.NewServer(o.Listen, gateapi.ServerOptions{})}
+	if o.MetricsListen != "" {
+		servers = append(servers, api.NewMetricsServer(o.MetricsListen, gateapi.ServerOptions{}))
+	}
+	return servers
 }
 
 // needsKube reports whether the confirmer talks to the Kubernetes API: for TokenReview, a
