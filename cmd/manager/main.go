@@ -85,6 +85,20 @@ type settings struct {
 	rerun bool
 }
 
+// checkBootstrapFlags refuses, once, what bootstrap.Render would refuse for every policy.
+func checkBootstrapFlags(o bootstrap.Options) error {
+	if !path.IsAbs(o.MountDir) {
+		return fmt.Errorf("--bootstrap-mount-dir %q is not an absolute path", o.MountDir)
+	}
+	if !path.IsAbs(o.HookBin) {
+		return fmt.Errorf("--gate-hook-path %q is not an absolute path", o.HookBin)
+	}
+	if err := bootstrap.CheckClaudeCodeVersion(o.ClaudeCodeMinimumVersion); err != nil {
+		return fmt.Errorf("--claude-code-minimum-version: %w", err)
+	}
+	return nil
+}
+
 // parseFlags binds the manager's flags to fs, parses args and validates them; every error
 // names the flag at fault.
 func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
@@ -147,15 +161,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	if strings.TrimSpace(s.dns.Namespace) == "" {
 		return nil, errors.New("--dns-namespace is empty")
 	}
-	// bootstrap.Render refuses relative paths for every policy; refuse them once, here.
-	if !path.IsAbs(s.bootstrap.MountDir) {
-		return nil, fmt.Errorf("--bootstrap-mount-dir %q is not an absolute path", s.bootstrap.MountDir)
-	}
-	if !path.IsAbs(s.bootstrap.HookBin) {
-		return nil, fmt.Errorf("--gate-hook-path %q is not an absolute path", s.bootstrap.HookBin)
-	}
-	if err := bootstrap.CheckClaudeCodeVersion(s.bootstrap.ClaudeCodeMinimumVersion); err != nil {
-		return nil, fmt.Errorf("--claude-code-minimum-version: %w", err)
+	if err := checkBootstrapFlags(s.bootstrap); err != nil {
+		return nil, err
 	}
 	services, err := egress.ParsePrefixes(serviceCIDRs)
 	if err != nil {

@@ -99,11 +99,6 @@ func fileExists(path string) bool {
 // runClaude runs the real Claude Code in print mode against the stand-in, inside a private
 // mount namespace whose /etc/claude-code is a bind mount of managedDir. Nothing is written
 // to the host's /etc but an empty mount point.
-func runClaude(t *testing.T, standIn *messagestest.Server, managedDir, work, home string, extra ...string) claudeRun {
-	t.Helper()
-	return runClaudeIn(t, standIn, managedDir, work, home, sandbox{}, extra...)
-}
-
 // runClaudeWithShell is runClaude with /bin/sh replaced, inside the mount namespace only, by
 // shell (a path such as /bin/bash), as on distributions whose /bin/sh is bash; "" keeps it.
 func runClaudeWithShell(t *testing.T, standIn *messagestest.Server, managedDir, work, home, shell string, extra ...string) claudeRun {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/strictjson"
@@ -144,10 +145,13 @@ func CheckAnswerToken(token string) error {
 	if token == "" || len(token) > MaxAnswerToken {
 		return fmt.Errorf("the answer token must be 1 to %d characters", MaxAnswerToken)
 	}
-	for _, c := range token {
-		if !(c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return errors.New("the answer token may hold only letters, digits and dashes")
-		}
+	if strings.ContainsFunc(token, notTokenChar) {
+		return errors.New("the answer token may hold only letters, digits and dashes")
 	}
 	return nil
+}
+
+// notTokenChar reports whether c is anything but an ASCII letter, a digit or a dash.
+func notTokenChar(c rune) bool {
+	return c != '-' && (c < '0' || c > '9') && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z')
 }
