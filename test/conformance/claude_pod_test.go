@@ -27,6 +27,7 @@ import (
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/localenv"
 	"github.com/intutic/gate-operator/internal/testutil"
+	"github.com/intutic/gate-operator/internal/webhook"
 )
 
 const (
@@ -90,8 +91,9 @@ func TestClaudeCodeInPod(t *testing.T) {
 	policy := waitPolicy(ctx, t, env, policyKey, 1)
 
 	env.Step("starting the sandbox pods (docs/examples/sandbox-pod.yaml with Claude Code; one without gate-hook)")
-	governed := applyClaudePod(ctx, t, env, "coding-agent-0", true)
-	noHook := applyClaudePod(ctx, t, env, "coding-agent-nohook", false)
+	governed := applyClaudePod(ctx, t, env, "coding-agent-0", nil)
+	noHook := applyClaudePod(ctx, t, env, "coding-agent-nohook", noHookInstalled(t))
+	faults := applyClaudePod(ctx, t, env, "coding-agent-faults", faultPod)
 	before := &corev1.Pod{}
 	mustDo(t, c.Get(ctx, types.NamespacedName{Namespace: podNamespace, Name: governed}, before))
 
@@ -117,13 +119,7 @@ func TestClaudeCodeInPod(t *testing.T) {
 		t.FailNow() // every case needs the model API
 	}
 
-	cases := []struct {
-		name, pod, tool string
-		input           map[string]any
-		marker          string
-		setup           func(t *testing.T) // before Claude Code runs
-		check           check
-	}{
+	cases := []podCase{
 		{name: "a blocked Bash command is refused and does not run", pod: governed, tool: "Bash",
 			input:  map[string]any{"command": "rm -rf /nonexistent-gate-conformance; touch /workspace/blocked"},
 			marker: "/workspace/blocked",
@@ -161,6 +157,25 @@ func TestClaudeCodeInPod(t *testing.T) {
 				return true, ""
 			}},
 	}
+	// The registration fails closed in a pod too. In the fault pod each case leaves the wrapper
+	// or /usr/bin/env as a fault would, and the call does not run; the intact copy proves the
+	// fixture (there the allowed call runs).
+	noAnswer := blockedWith("the gate-hook wrapper gave no decided answer")
+	for _, f := range []struct {
+		name, marker, fault string
+		check               check
+	}{
+		{name: "with an intact copy of the bundle, an allowed Bash command runs", marker: "intact", check: ran("the allowed command")},
+		{name: "a missing hook wrapper blocks", marker: "missing", fault: "rm " + faultHooks + "/gate-hook.sh", check: noAnswer},
+		{name: "an empty hook wrapper blocks", marker: "empty", fault: ": > " + faultHooks + "/gate-hook.sh", check: noAnswer},
+		{name: "an unreadable hook wrapper blocks", marker: "unreadable", fault: "chmod 000 " + faultHooks + "/gate-hook.sh", check: noAnswer},
+		{name: "a garbage hook wrapper blocks", marker: "garbage", fault: `printf '\177ELF ((( esac' > ` + faultHooks + "/gate-hook.sh", check: noAnswer},
+		{name: "an agent image without /usr/bin/env blocks", marker: "noenv", fault: "rm /usr/bin/env", check: noAnswer},
+	} {
+		marker := "/workspace/fault-" + f.marker
+		cases = append(cases, podCase{name: f.name, pod: faults, tool: "Bash", input: map[string]any{"command": "touch " + marker}, marker: marker,
+			setup: func(t *testing.T) { breakFaultPod(ctx, t, env, faults, f.fault) }, check: f.check})
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.setup != nil {
@@ -175,6 +190,15 @@ func TestClaudeCodeInPod(t *testing.T) {
 			record(t, claudePkg, "in a pod: "+tc.name, ok, detail)
 		})
 	}
+}
+
+// podCase is one case of TestClaudeCodeInPod.
+type podCase struct {
+	name, pod, tool string
+	input           map[string]any
+	marker          string
+	setup           func(t *testing.T) // before Claude Code runs
+	check           check
 }
 
 // runClaudeInPod runs Claude Code in the pod's agent container as runClaude does on the host:
@@ -200,25 +224,15 @@ func runClaudeInPod(ctx context.Context, t *testing.T, env *localenv.Env, pod st
 // applyClaudePod starts a pod from docs/examples/sandbox-pod.yaml with the claude-agent image.
 // The example's agent container gets what Claude Code needs besides it: a read-only root
 // filesystem with writable emptyDirs for HOME, /workspace (its working directory) and /tmp
-// (Claude Code exits at start when it cannot create /tmp/claude-<uid>). Without withHook the
-// init container that installs gate-hook installs nothing, so the binary is missing.
-func applyClaudePod(ctx context.Context, t *testing.T, env *localenv.Env, name string, withHook bool) string {
+// (Claude Code exits at start when it cannot create /tmp/claude-<uid>). edit, unless nil,
+// changes the pod further before it is applied.
+func applyClaudePod(ctx context.Context, t *testing.T, env *localenv.Env, name string, edit func(pod *corev1.Pod, agent *corev1.Container)) string {
 	t.Helper()
 	manifest, err := env.SandboxManifest(localenv.ClaudeAgentImage)
 	mustDo(t, err)
 	pod := &corev1.Pod{}
 	mustDo(t, yaml.UnmarshalStrict([]byte(manifest), pod))
 	pod.Name, pod.Namespace = name, podNamespace
-	if !withHook {
-		// The install step runs and installs nothing. (Leaving the init container out would not
-		// do: the pod injection webhook adds it back, while it keeps one of its name as written.)
-		i := slices.IndexFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == "install-gate-hook" })
-		if i < 0 {
-			t.Fatal("docs/examples/sandbox-pod.yaml has no init container install-gate-hook")
-		}
-		install := &pod.Spec.InitContainers[i]
-		install.Image, install.ImagePullPolicy, install.Command, install.Args = localenv.ClaudeAgentImage, corev1.PullNever, []string{"/bin/true"}, nil
-	}
 	i := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == "agent" })
 	if i < 0 {
 		t.Fatal("docs/examples/sandbox-pod.yaml has no container named agent")
@@ -231,15 +245,78 @@ func applyClaudePod(ctx context.Context, t *testing.T, env *localenv.Env, name s
 	}
 	readOnly := true
 	agent.SecurityContext.ReadOnlyRootFilesystem = &readOnly
-	for vol, path := range map[string]string{"home": agentHome, "workspace": "/workspace", "tmp": "/tmp"} {
-		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-		agent.VolumeMounts = append(agent.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: path})
+	addEmptyDirs(pod, agent, map[string]string{"home": agentHome, "workspace": "/workspace", "tmp": "/tmp"})
+	if edit != nil {
+		edit(pod, agent)
 	}
 	b, err := yaml.Marshal(pod)
 	mustDo(t, err)
 	got, err := env.ApplyPod(ctx, podNamespace, string(b))
 	mustDo(t, err)
 	return got
+}
+
+// addEmptyDirs adds an emptyDir volume per name, mounted in c at its path.
+func addEmptyDirs(pod *corev1.Pod, c *corev1.Container, mounts map[string]string) {
+	for _, vol := range slices.Sorted(maps.Keys(mounts)) {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: mounts[vol]})
+	}
+}
+
+// noHookInstalled makes the init container that installs gate-hook install nothing, so the
+// binary is missing. (Leaving the init container out would not do: the pod injection webhook
+// adds it back, while it keeps one of its name as written.)
+func noHookInstalled(t *testing.T) func(pod *corev1.Pod, _ *corev1.Container) {
+	return func(pod *corev1.Pod, _ *corev1.Container) {
+		i := slices.IndexFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == webhook.InstallContainerName })
+		if i < 0 {
+			t.Fatal("docs/examples/sandbox-pod.yaml has no init container " + webhook.InstallContainerName)
+		}
+		install := &pod.Spec.InitContainers[i]
+		install.Image, install.ImagePullPolicy, install.Command, install.Args = localenv.ClaudeAgentImage, corev1.PullNever, []string{"/bin/true"}, nil
+	}
+}
+
+// faultHooks is where the fault pod's agent container has the hook directory: an emptyDir the
+// test fills from the bundle (breakFaultPod), so that each case can leave the wrapper as a
+// fault would. A governed pod mounts the bundle read-only there; the fault pod's agent
+// container is left out of the injection (AnnotationSkipContainers) and mounts the bundle at
+// faultBundle instead.
+const (
+	faultHooks  = "/opt/intutic/hooks"
+	faultBundle = "/opt/intutic/bundle"
+)
+
+// faultPod is the fault pod's edit: the agent container skipped by the injection, the bundle
+// at faultBundle, emptyDirs at faultHooks and at /usr/bin (the image's /usr/bin holds only env,
+// which breakFaultPod puts back or leaves out).
+func faultPod(pod *corev1.Pod, agent *corev1.Container) {
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[webhook.AnnotationSkipContainers] = agent.Name
+	for i, m := range agent.VolumeMounts {
+		if m.Name == webhook.VolumeHooks {
+			agent.VolumeMounts[i].MountPath = faultBundle
+		}
+	}
+	addEmptyDirs(pod, agent, map[string]string{"faulty-hooks": faultHooks, "usr-bin": "/usr/bin"})
+}
+
+// breakFaultPod fills the fault pod's hook directory with a copy of the bundle, puts
+// /usr/bin/env back, and then runs fault (a busybox sh command; "" leaves both intact).
+func breakFaultPod(ctx context.Context, t *testing.T, env *localenv.Env, pod, fault string) {
+	t.Helper()
+	script := "set -e; cd " + faultHooks + "; chmod -R u+rwX . ; rm -rf ./* ; cp -RL " + faultBundle + "/* . ; ln -sf /bin/busybox /usr/bin/env"
+	if fault != "" {
+		script += "; " + fault
+	}
+	out, code, err := env.Exec(ctx, podNamespace, pod, "agent", "", "/bin/busybox", "sh", "-c", script)
+	mustDo(t, err)
+	if code != 0 {
+		t.Fatalf("preparing the fault pod (%s): exit %d: %s", script, code, out)
+	}
 }
 
 // waitPolicy waits until the policy has reconciled generation and is Ready.
