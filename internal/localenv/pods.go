@@ -151,10 +151,24 @@ func (e *Env) Probe(ctx context.Context, namespace, pod, container string, dests
 	return res, nil
 }
 
-// Hook runs a PreToolUse payload for tool with input (JSON) through the bootstrap bundle's hook
-// wrapper in a container of a sandbox pod, as Claude Code's managed settings run it, and returns
-// the hook's standard output and exit status.
+// Hook runs a PreToolUse payload for tool with input (JSON) in a container of a sandbox pod as
+// Claude Code runs it: the command the pod's managed settings register, under /bin/sh -c. It
+// returns the hook's standard output and exit status.
 func (e *Env) Hook(ctx context.Context, namespace, pod, container, tool, input string) (string, int, error) {
+	settings, code, err := e.Exec(ctx, namespace, pod, container, "", "/bin/cat", "/etc/claude-code/managed-settings.json")
+	if err != nil || code != 0 {
+		return "", code, fmt.Errorf("reading the managed settings in %s/%s: exit %d: %v", namespace, pod, code, err)
+	}
+	var s struct {
+		Hooks struct {
+			PreToolUse []struct {
+				Hooks []struct{ Command string }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(settings), &s); err != nil || len(s.Hooks.PreToolUse) != 1 || len(s.Hooks.PreToolUse[0].Hooks) != 1 {
+		return "", -1, fmt.Errorf("the managed settings in %s/%s register no single PreToolUse hook: %v", namespace, pod, err)
+	}
 	payload := fmt.Sprintf(`{"session_id":"local","transcript_path":"/tmp/t.jsonl","cwd":"/workspace","hook_event_name":"PreToolUse","tool_name":%q,"tool_input":%s}`, tool, input)
-	return e.Exec(ctx, namespace, pod, container, payload, "/usr/bin/env", "-i", "/bin/sh", "/opt/intutic/hooks/gate-hook.sh")
+	return e.Exec(ctx, namespace, pod, container, payload, "/bin/sh", "-c", s.Hooks.PreToolUse[0].Hooks[0].Command)
 }

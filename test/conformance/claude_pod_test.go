@@ -308,7 +308,7 @@ func faultPod(pod *corev1.Pod, agent *corev1.Container) {
 // /usr/bin/env back, and then runs fault (a busybox sh command; "" leaves both intact).
 func breakFaultPod(ctx context.Context, t *testing.T, env *localenv.Env, pod, fault string) {
 	t.Helper()
-	script := "set -e; cd " + faultHooks + "; chmod -R u+rwX . ; rm -rf ./* ; cp -RL " + faultBundle + "/* . ; ln -sf /bin/busybox /usr/bin/env"
+	script := "set -e; cd " + faultHooks + "; chmod -R u+rwX . ; rm -rf ./* ; cp -RL " + faultBundle + "/* . ; /bin/busybox ln -sf /bin/busybox /usr/bin/env"
 	if fault != "" {
 		script += "; " + fault
 	}
