@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"fmt"
+	"net"
 	"path"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/egresscanary"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
@@ -39,11 +41,36 @@ const (
 const AnnotationSkipContainers = "gate.intutic.io/inject-skip-containers"
 
 // InjectOptions are the installation facts the injection renders: where the bundle and the
-// hook binary live in the pod (the manager's --bootstrap-mount-dir and --gate-hook-path) and the
-// image that carries /gate-hook.
+// hook binary live in the pod (the manager's --bootstrap-mount-dir and --gate-hook-path), the
+// image that carries /gate-hook, and where egress-wait finds the manager's egress canary.
 type InjectOptions struct {
 	Bootstrap     bootstrap.Options
 	GateHookImage string
+	// EgressCanary is the manager's egress canary; zero is DefaultEgressCanary.
+	EgressCanary EgressCanary
+}
+
+// EgressCanary is where the injected egress-wait reaches the manager's egress canary
+// (internal/egresscanary): Host, an address or the canary Service's DNS name, and the Service's
+// control and denied ports. The pod webhook writes the Service's address rather than its name
+// when it can resolve it (PodInjector.LookupHost): a deny-all pod cannot use DNS.
+type EgressCanary struct {
+	Host                    string
+	ControlPort, DeniedPort int32
+}
+
+// DefaultEgressCanary is the canary Service of the default install (config/default).
+var DefaultEgressCanary = EgressCanary{
+	Host:        "gate-operator-egress-canary.gate-system.svc",
+	ControlPort: egresscanary.DefaultControlPort,
+	DeniedPort:  egresscanary.DefaultDeniedPort,
+}
+
+func (o InjectOptions) egressCanary() EgressCanary {
+	if o.EgressCanary == (EgressCanary{}) {
+		return DefaultEgressCanary
+	}
+	return o.EgressCanary
 }
 
 // hookDir is the directory that holds the gate-hook binary: gate-hook --install writes
@@ -112,13 +139,18 @@ func injectedInitContainers(o InjectOptions) (first, last []corev1.Container) {
 	return []corev1.Container{installContainer(o)}, []corev1.Container{egressWaitContainer(o)}
 }
 
-// egressWaitContainer holds the pod's containers back until a destination the pod's egress
-// policy denies is seen blocked, and fails the pod after 60 s (docs/sandbox-integration.md).
+// egressWaitContainer holds the pod's containers back until the canary's denied port is seen
+// blocked while its control port, through the same policy, says the denied port is listening,
+// and fails the pod after 60 s (docs/sandbox-integration.md).
 func egressWaitContainer(o InjectOptions) corev1.Container {
+	c := o.egressCanary()
 	return corev1.Container{
-		Name:    EgressWaitContainerName,
-		Image:   o.GateHookImage,
-		Command: []string{"/egress-wait", "--timeout", "60s"},
+		Name:  EgressWaitContainerName,
+		Image: o.GateHookImage,
+		Command: []string{"/egress-wait",
+			"--control", net.JoinHostPort(c.Host, fmt.Sprint(c.ControlPort)),
+			"--denied", net.JoinHostPort(c.Host, fmt.Sprint(c.DeniedPort)),
+			"--timeout", "60s"},
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false),
 			ReadOnlyRootFilesystem:   ptr.To(true),

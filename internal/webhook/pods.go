@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 
@@ -31,6 +32,10 @@ type PodInjector struct {
 	// its pods must be found.
 	Reader  client.Reader
 	Options InjectOptions
+	// LookupHost resolves the egress canary's Host when it is a name, at every admission, so
+	// that the pod's egress-wait dials an address (a deny-all pod cannot use DNS). Nil writes the
+	// name as it is.
+	LookupHost func(ctx context.Context, host string) ([]string, error)
 }
 
 var _ admission.Handler = (*PodInjector)(nil)
@@ -68,7 +73,12 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	original := pod.DeepCopy()
-	warnings, err := Inject(pod, name, h.Options)
+	opts, err := h.resolveCanary(ctx)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "resolving the egress canary Service")
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("the pod cannot be governed: %w", err))
+	}
+	warnings, err := Inject(pod, name, opts)
 	if conflict := (*ConflictError)(nil); errors.As(err, &conflict) {
 		return admission.Denied(fmt.Sprintf("the pod cannot be governed by HarnessAgentPolicy %s: %s", name, conflict.Reason))
 	} else if err != nil {
@@ -85,6 +95,26 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	// The patch is the difference between the pod as decoded and as injected, both encoded the
 	// same way, so it holds only what Inject changed.
 	return admission.PatchResponseFromRaw(before, after).WithWarnings(warnings...)
+}
+
+// resolveCanary is h.Options with the egress canary's Host resolved to an address.
+func (h *PodInjector) resolveCanary(ctx context.Context) (InjectOptions, error) {
+	o := h.Options
+	o.EgressCanary = o.egressCanary()
+	if h.LookupHost == nil || net.ParseIP(o.EgressCanary.Host) != nil {
+		return o, nil
+	}
+	addrs, err := h.LookupHost(ctx, o.EgressCanary.Host)
+	if err != nil {
+		return o, fmt.Errorf("the egress canary Service %s does not resolve, and a pod's egress-wait cannot look it up under a deny-all policy: %w", o.EgressCanary.Host, err)
+	}
+	for _, a := range addrs {
+		if ip := net.ParseIP(a); ip != nil {
+			o.EgressCanary.Host = ip.String()
+			return o, nil
+		}
+	}
+	return o, fmt.Errorf("the egress canary Service %s resolved to no address", o.EgressCanary.Host)
 }
 
 // validationErrors says why name cannot be an object's name, or "".
