@@ -32,7 +32,7 @@ func bindCanaryFlags(fs *flag.FlagSet) *canaryFlags {
 	fs.StringVar(&f.bindHost, "egress-canary-bind-host", "", "host the egress canary's listeners bind; empty binds every address")
 	fs.StringVar(&f.service, "egress-canary-service", "gate-operator-egress-canary", "the egress canary's Service in --egress-canary-namespace, which the injected egress-wait dials (the pod webhook resolves it to its ClusterIP: a deny-all pod cannot use DNS)")
 	fs.StringVar(&f.namespace, "egress-canary-namespace", "gate-system", "the manager's namespace, where the egress canary's Service is; egress NetworkPolicies allow the control port of the manager's pods there")
-	fs.StringVar(&f.podLabels, "egress-canary-pod-labels", "app.kubernetes.io/name=gate-operator,app.kubernetes.io/component=manager", "labels of the manager's pods, as key=value[,key=value]: egress NetworkPolicies allow the control port of the pods that carry them in --egress-canary-namespace")
+	fs.StringVar(&f.podLabels, "egress-canary-pod-labels", "app.kubernetes.io/component=manager,app.kubernetes.io/instance=gate-operator,app.kubernetes.io/name=gate-operator", "labels of the manager's pods, as key=value[,key=value]: egress NetworkPolicies allow the control port of the pods that carry them in --egress-canary-namespace")
 	return &f
 }
 

@@ -20,7 +20,7 @@ func TestEgressCanaryFlags(t *testing.T) {
 	if s.canaryServer == nil || s.canaryServer.Control != ":9444" || s.canaryServer.Denied != ":9445" {
 		t.Errorf("canary server %+v", s.canaryServer)
 	}
-	want := egress.Canary{Namespace: "gate-system", Labels: map[string]string{"app.kubernetes.io/name": "gate-operator", "app.kubernetes.io/component": "manager"}, Port: 9444}
+	want := egress.Canary{Namespace: "gate-system", Labels: map[string]string{"app.kubernetes.io/name": "gate-operator", "app.kubernetes.io/instance": "gate-operator", "app.kubernetes.io/component": "manager"}, Port: 9444}
 	if s.canary.Namespace != want.Namespace || s.canary.Port != want.Port || !maps.Equal(s.canary.Labels, want.Labels) {
 		t.Errorf("canary rule %+v, want %+v", s.canary, want)
 	}

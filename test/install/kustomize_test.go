@@ -49,6 +49,10 @@ func TestKustomizeMatchesChartDefaults(t *testing.T) {
 	if !equality.Semantic.DeepEqual(ksvc.Spec.Ports, hsvc.Spec.Ports) || ksvc.Name != hsvc.Name {
 		t.Errorf("metrics Service differs: kustomize %s %v, helm %s %v", ksvc.Name, ksvc.Spec.Ports, hsvc.Name, hsvc.Spec.Ports)
 	}
+	kcanary, hcanary := checkCanaryService(t, kobjs, kdep), checkCanaryService(t, hobjs, hdep)
+	if !equality.Semantic.DeepEqual(kcanary.Spec.Ports, hcanary.Spec.Ports) {
+		t.Errorf("egress canary Service differs: kustomize %v, helm %v", kcanary.Spec.Ports, hcanary.Spec.Ports)
+	}
 	krole := typed[rbacv1.Role](t, find(t, kobjs, "Role", "gate-operator-leader-election"))
 	hrole := typed[rbacv1.Role](t, find(t, hobjs, "Role", "gate-operator-leader-election"))
 	if !equality.Semantic.DeepEqual(krole.Rules, hrole.Rules) {
