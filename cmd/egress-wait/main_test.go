@@ -135,7 +135,12 @@ func TestRunAgainstTheCanaryServer(t *testing.T) {
 	ctx, cancel := contextWithCancel()
 	done := make(chan error, 1)
 	go func() { done <- l.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
 
 	args := []string{"--control", l.ControlAddr(), "--denied", l.DeniedAddr(), "--timeout", "500ms", "--interval", "10ms"}
 	if got := run(args, time.Now, net.DialTimeout); got != 1 {

@@ -95,9 +95,11 @@ type Listeners struct {
 	deniedLocal string
 }
 
-// ControlAddr and DeniedAddr are the listeners' addresses.
+// ControlAddr is the control listener's address.
 func (l *Listeners) ControlAddr() string { return l.control.Addr().String() }
-func (l *Listeners) DeniedAddr() string  { return l.denied.Addr().String() }
+
+// DeniedAddr is the denied listener's address.
+func (l *Listeners) DeniedAddr() string { return l.denied.Addr().String() }
 
 // localAddr is a listener's address as the pod itself dials it: an unspecified host (":9445")
 // is loopback.
@@ -201,7 +203,9 @@ func ValidNonce(n string) bool {
 		return false
 	}
 	for _, r := range n {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+		default:
 			return false
 		}
 	}

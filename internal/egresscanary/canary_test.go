@@ -151,3 +151,46 @@ func TestAskRefusesWhatIsNotALiveAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestControlIsBounded: idle connections hold at most maxConns slots; one more is closed
+// unanswered, and a slot is free again once an idle one times out or closes.
+func TestControlIsBounded(t *testing.T) {
+	l := serve(t)
+	var idle []net.Conn
+	for range maxConns {
+		c, err := net.Dial("tcp", l.ControlAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	// The server takes the slots as it accepts; wait until a probe is refused.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.Dial("tcp", l.ControlAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		listening, err := Ask(c, "over", time.Now().Add(time.Second))
+		c.Close()
+		if err != nil && !listening {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("with every slot held, the control port still answered")
+		}
+	}
+	for _, c := range idle {
+		c.Close()
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		if listening, err := ask(t, l.ControlAddr(), "again"); err == nil && listening {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the control port did not answer once the idle connections closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
