@@ -34,10 +34,13 @@ import (
 
 // Where the confirmer finds its files; the Secrets are mounted, never put in the environment.
 const (
-	confirmerPort      = 8080
-	anthropicMountDir  = "/etc/gate/anthropic"
-	webhookMountDir    = "/etc/gate/webhook"
-	confirmerRunAsUser = 65532
+	confirmerPort = 8080
+	// confirmerMetricsPort serves /metrics, apart from the gate API: the Service does not
+	// carry it, and a NetworkPolicy can keep it from the gate API's callers.
+	confirmerMetricsPort = 8081
+	anthropicMountDir    = "/etc/gate/anthropic"
+	webhookMountDir      = "/etc/gate/webhook"
+	confirmerRunAsUser   = 65532
 	// secretFileMode is the mode of the mounted Secret files: owner root, group fsGroup
 	// (the pod's user), read-only, no one else.
 	secretFileMode = 0o440
@@ -63,7 +66,10 @@ func confirmerSelector(sc *gatev1.SessionConfirmer) map[string]string {
 func confirmerArgs(sc *gatev1.SessionConfirmer, p *gatev1.HarnessAgentPolicy, mountDir string, replicas int32) []string {
 	a := sc.Spec.Anthropic
 	c := confirmerconfig.Config{
-		Listen:               fmt.Sprintf(":%d", confirmerPort),
+		Listen:        fmt.Sprintf(":%d", confirmerPort),
+		MetricsListen: fmt.Sprintf(":%d", confirmerMetricsPort),
+		// Callers present projected tokens bound to this confirmer alone.
+		TokenAudience:        confirmerconfig.TokenAudience(sc.Namespace, sc.Name),
 		Snapshot:             path.Join(mountDir, gate.SnapshotFileName),
 		HarnessSettings:      path.Join(mountDir, bootstrap.KeyHarnessSettings),
 		AnthropicBaseURL:     a.BaseURL,
@@ -133,7 +139,8 @@ func (r *SessionConfirmerReconciler) desiredDeployment(sc *gatev1.SessionConfirm
 		WithName("confirmer").
 		WithImage(image).
 		WithArgs(confirmerArgs(sc, p, r.MountDir, replicas)...).
-		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(confirmerPort).WithProtocol(corev1.ProtocolTCP)).
+		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(confirmerPort).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(confirmerMetricsPort).WithProtocol(corev1.ProtocolTCP)).
 		WithLivenessProbe(probe("/healthz")).
 		WithReadinessProbe(probe("/readyz")).
 		WithVolumeMounts(mounts...).

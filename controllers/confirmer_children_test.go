@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -131,5 +132,36 @@ func TestConfirmerMayAnswerApprovals(t *testing.T) {
 	}
 	if err := sa.Delete(ctx, ta); !apierrors.IsForbidden(err) {
 		t.Fatalf("delete of an approval: want Forbidden, got %v", err)
+	}
+}
+
+// TestConfirmerTokensAndMetrics: each confirmer takes only tokens bound to its own audience,
+// and serves /metrics on a port apart from the gate API's, which the pod declares; the probes
+// stay on the API port.
+func TestConfirmerTokensAndMetrics(t *testing.T) {
+	p := &gatev1.HarnessAgentPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "agents", Name: "coding-agents"}}
+	sc := newConfirmerObj("agents")
+	sc.UID = "0b7e1c3a-9d7e-4c5b-8f3e-2a1b0c9d8e7f"
+	fs := flag.NewFlagSet("confirmer", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c, err := confirmerconfig.Parse(fs, confirmerArgs(sc, p, "/etc/gate/bootstrap", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := confirmerconfig.TokenAudience(sc.Namespace, sc.Name); c.TokenAudience != want {
+		t.Errorf("token audience %q, want %s", c.TokenAudience, want)
+	}
+	if c.MetricsListen != fmt.Sprintf(":%d", confirmerMetricsPort) || c.Listen != fmt.Sprintf(":%d", confirmerPort) {
+		t.Errorf("listen %q, metrics %q", c.Listen, c.MetricsListen)
+	}
+	r := &SessionConfirmerReconciler{MountDir: "/etc/gate/bootstrap"}
+	d := r.desiredDeployment(sc, p)
+	ctr := d.Spec.Template.Spec.Containers[0]
+	ports := map[string]int32{}
+	for _, port := range ctr.Ports {
+		ports[*port.Name] = *port.ContainerPort
+	}
+	if ports["http"] != confirmerPort || ports["metrics"] != confirmerMetricsPort {
+		t.Errorf("container ports %v", ports)
 	}
 }

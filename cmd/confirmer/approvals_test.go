@@ -73,8 +73,8 @@ func TestReplicasAnswerApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func(name string) *replicaProcess {
-		r := &replicaProcess{addr: freePort(t), logs: &syncBuffer{}, exited: make(chan error, 1)}
-		r.cmd = exec.Command(bin, "--listen", r.addr, "--insecure-no-auth", "--snapshot", filepath.Join(dir, gate.SnapshotFileName),
+		r := &replicaProcess{addr: freePort(t), metricsAddr: freePort(t), logs: &syncBuffer{}, exited: make(chan error, 1)}
+		r.cmd = exec.Command(bin, "--listen", r.addr, "--metrics-listen", r.metricsAddr, "--insecure-no-auth", "--snapshot", filepath.Join(dir, gate.SnapshotFileName),
 			"--anthropic-base-url", fake.URL, "--anthropic-api-key-file", filepath.Join(dir, "api-key"), "--anthropic-ca-file", filepath.Join(dir, "ca.pem"),
 			"--agent-ids", "agent_ap", "--poll-interval", "1s", "--kubeconfig", filepath.Join(dir, "kubeconfig"),
 			"--members-lease", "agents-confirmer", "--leader-election-namespace", "agents", "--leader-election-identity", name,
@@ -95,7 +95,7 @@ func TestReplicasAnswerApprovals(t *testing.T) {
 	a, b := start("confirmer-a"), start("confirmer-b")
 
 	name := func(session string, i int) string {
-		return approvals.Name("agents", gatev1.SurfaceManagedAgents, session, sessions[session][i], "mcp__deploy__run")
+		return approvals.Name("agents", gatev1.SurfaceManagedAgents, session, sessions[session][i], "mcp__deploy__run", approvals.InputDigest([]byte(`{"env":"prod"}`)))
 	}
 	testutil.Eventually(t, 60*time.Second, func() error {
 		var l gatev1.ToolApprovalList

@@ -5,9 +5,11 @@ package main
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -67,7 +69,7 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	reloader := &confirm.Reloader{Gate: g, Path: o.Snapshot, Workspace: o.Workspace, Log: log.WithName("snapshot"), Metrics: metrics}
 	_ = reloader.Load() // until a snapshot verifies, every call is refused and /readyz says why
 
-	api := &gateapi.API{Gate: g, Reloader: reloader, HarnessSettings: o.HarnessSettings, Decisions: decisions.Named("gate"), Gatherer: reg, Log: log.WithName("gate")}
+	api := &gateapi.API{Gate: g, HarnessSettings: o.HarnessSettings, Decisions: decisions.Named("gate"), Gatherer: reg, Log: log.WithName("gate")}
 
 	var kube, reviews kubernetes.Interface
 	var kcfg *rest.Config
@@ -81,7 +83,7 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 		}
 	}
 	if !o.InsecureNoAuth {
-		api.Auth = &gateapi.Authenticator{Reviewer: reviews.AuthenticationV1().TokenReviews(), Allowed: o.AllowedServiceAccounts}
+		api.Auth = &gateapi.Authenticator{Reviewer: reviews.AuthenticationV1().TokenReviews(), Allowed: o.AllowedServiceAccounts, Audience: o.TokenAudience}
 	} else {
 		log.Info("WARNING: the gate API is served without authentication (--insecure-no-auth, loopback only)")
 	}
@@ -132,10 +134,9 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 		watchSessions(ctx, &wg, o, confirmer, kube, log)
 	}
 
-	srv := api.NewServer(o.Listen, gateapi.ServerOptions{}) // the defaults bound slow and idle clients
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("confirmer serving", "listen", o.Listen, "snapshot", o.Snapshot, "agents", strings.Join(o.AgentIDs, ","), "webhook", api.Webhook != nil, "leaderElect", o.LeaderElect, "membersLease", o.MembersLease)
+	servers := httpServers(api, o)
+	errc := listenAndServe(servers)
+	log.Info("confirmer serving", "listen", o.Listen, "metricsListen", o.MetricsListen, "tokenAudience", o.TokenAudience, "snapshot", o.Snapshot, "agents", strings.Join(o.AgentIDs, ","), "webhook", api.Webhook != nil, "leaderElect", o.LeaderElect, "membersLease", o.MembersLease)
 
 	select {
 	case err := <-errc:
@@ -147,9 +148,37 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	log.Info("shutting down: finishing in-flight requests and confirmations")
 	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownGrace)
 	defer cancel()
-	err = srv.Shutdown(sctx)
+	err = shutdown(sctx, servers)
 	wg.Wait()
 	return err
+}
+
+// listenAndServe runs each server; the channel receives the error of any that stops.
+func listenAndServe(servers []*http.Server) <-chan error {
+	errc := make(chan error, len(servers))
+	for _, srv := range servers {
+		go func() { errc <- srv.ListenAndServe() }()
+	}
+	return errc
+}
+
+// shutdown shuts every server down within ctx.
+func shutdown(ctx context.Context, servers []*http.Server) error {
+	var err error
+	for _, srv := range servers {
+		err = errors.Join(err, srv.Shutdown(ctx))
+	}
+	return err
+}
+
+// httpServers are the gate API's server on --listen and, unless --metrics-listen is empty, the
+// metrics server apart from it; the defaults bound slow and idle clients on both.
+func httpServers(api *gateapi.API, o confirmerconfig.Config) []*http.Server {
+	servers := []*http.Server{api.NewServer(o.Listen, gateapi.ServerOptions{})}
+	if o.MetricsListen != "" {
+		servers = append(servers, api.NewMetricsServer(o.MetricsListen, gateapi.ServerOptions{}))
+	}
+	return servers
 }
 
 // needsKube reports whether the confirmer talks to the Kubernetes API: for TokenReview, a

@@ -21,6 +21,7 @@ import (
 
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/promscrape"
 	"github.com/intutic/gate-operator/internal/testutil"
 )
 
@@ -83,9 +84,9 @@ func TestConfirmerAnswersSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	addr := freePort(t)
+	addr, metricsAddr := freePort(t), freePort(t)
 	logs := &syncBuffer{}
-	cmd := exec.Command(bin, "--listen", addr, "--insecure-no-auth",
+	cmd := exec.Command(bin, "--listen", addr, "--metrics-listen", metricsAddr, "--insecure-no-auth",
 		"--snapshot", filepath.Join(dir, gate.SnapshotFileName),
 		"--anthropic-base-url", fake.URL, "--anthropic-api-key-file", filepath.Join(dir, "api-key"),
 		"--anthropic-ca-file", filepath.Join(dir, "ca.pem"), "--agent-ids", "agent_cli", "--poll-interval", "1s")
@@ -133,8 +134,17 @@ func TestConfirmerAnswersSessions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("readyz: %v", err)
 	}
-	if resp.StatusCode != 200 || ready["snapshotDigest"] != snap.Digest {
-		t.Fatalf("readyz %d %v", resp.StatusCode, ready)
+	if resp.StatusCode != 200 || ready["ready"] != true || len(ready) != 1 {
+		t.Fatalf("readyz %d %v, want ready alone", resp.StatusCode, ready)
+	}
+	// /metrics is on its own listener, which names the snapshot in force; the API port has none.
+	if resp, err := http.Get("http://" + addr + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("/metrics on the API port: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if m, err := promscrape.Scrape("http://" + metricsAddr + "/metrics"); err != nil || m[`confirmer_snapshot_in_force{digest="`+snap.Digest+`"}`] != 1 {
+		t.Fatalf("metrics listener: %v, no confirmer_snapshot_in_force for %s", err, snap.Digest)
 	}
 	resp, err = http.Post("http://"+addr+"/v1/guard", "application/json", strings.NewReader(`{"tool":"bash","input":{"command":"ls"}}`))
 	if err != nil {

@@ -62,8 +62,8 @@ func TestReplicasShareSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func(name string) *replicaProcess {
-		r := &replicaProcess{addr: freePort(t), logs: &syncBuffer{}, exited: make(chan error, 1)}
-		r.cmd = exec.Command(bin, "--listen", r.addr, "--insecure-no-auth", "--snapshot", filepath.Join(dir, gate.SnapshotFileName),
+		r := &replicaProcess{addr: freePort(t), metricsAddr: freePort(t), logs: &syncBuffer{}, exited: make(chan error, 1)}
+		r.cmd = exec.Command(bin, "--listen", r.addr, "--metrics-listen", r.metricsAddr, "--insecure-no-auth", "--snapshot", filepath.Join(dir, gate.SnapshotFileName),
 			"--anthropic-base-url", fake.URL, "--anthropic-api-key-file", filepath.Join(dir, "api-key"), "--anthropic-ca-file", filepath.Join(dir, "ca.pem"),
 			"--agent-ids", "agent_r", "--poll-interval", "1s", "--kubeconfig", filepath.Join(dir, "kubeconfig"),
 			"--members-lease", "agents-confirmer", "--leader-election-namespace", "agents", "--leader-election-identity", name)
@@ -134,15 +134,16 @@ func TestReplicasShareSessions(t *testing.T) {
 }
 
 type replicaProcess struct {
-	addr   string
-	cmd    *exec.Cmd
-	logs   *syncBuffer
-	exited chan error
+	addr        string
+	metricsAddr string // --metrics-listen
+	cmd         *exec.Cmd
+	logs        *syncBuffer
+	exited      chan error
 }
 
 // metric reads one unlabelled sample from the replica's /metrics; 0 when it cannot.
 func (r *replicaProcess) metric(name string) int {
-	m, _ := promscrape.Scrape("http://" + r.addr + "/metrics")
+	m, _ := promscrape.Scrape("http://" + r.metricsAddr + "/metrics")
 	return int(m[name])
 }
 

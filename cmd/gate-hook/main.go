@@ -43,10 +43,12 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
+	// a answers on stdout and stderr, after the answer line once the token is known.
+	a := answerer{stdout: stdout, stderr: stderr}
 	// Whatever happens below, the call is refused rather than let through by a crash.
 	defer func() {
 		if r := recover(); r != nil {
-			exit = answer(stdout, stderr, gate.Refuse(gate.CodeGateCrashed, fmt.Sprintf("gate-hook failed (%T)", r)), false)
+			exit = a.answer(gate.Refuse(gate.CodeGateCrashed, fmt.Sprintf("gate-hook failed (%T)", r)))
 		}
 	}()
 
@@ -58,9 +60,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	workspace := fs.String("workspace", "", "refuse snapshots of any other workspace")
 	install := fs.String("install", "", "copy this binary into the given directory and exit (for an init container: the image needs no shell)")
 	explicitAllow := fs.Bool("explicit-allow", false, "answer Allow with permissionDecision \"allow\" instead of no decision")
+	token := fs.String("answer-token", "", "begin every answer with the line \"gate-answer <token>\" (the registered command's per-call token)")
 	if err := fs.Parse(args); err != nil {
-		return answer(stdout, stderr, gate.Refuse(gate.CodeInputInvalid, "gate-hook was started with invalid flags"), false)
+		return a.answer(gate.Refuse(gate.CodeInputInvalid, "gate-hook was started with invalid flags"))
 	}
+	if *token != "" {
+		if err := claudecode.CheckAnswerToken(*token); err != nil {
+			return a.answer(gate.Refuse(gate.CodeInputInvalid, "gate-hook was started with an invalid --answer-token: "+err.Error()))
+		}
+		a.token = *token
+	}
+	a.explicitAllow = *explicitAllow
 	if *install != "" {
 		if err := installSelf(*install); err != nil {
 			fmt.Fprintln(stderr, "gate-hook --install:", err)
@@ -72,32 +82,32 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	// Read once, and kept: a call that needs CEL is handed on with the same bytes.
 	data, err := claudecode.ReadHookInput(stdin)
 	if err != nil {
-		return answer(stdout, stderr, gate.Refuse(gate.CodeInputInvalid, err.Error()), false)
+		return a.answer(gate.Refuse(gate.CodeInputInvalid, err.Error()))
 	}
 	call, _, err := claudecode.ParseHookInput(data)
 	if err != nil {
-		return answer(stdout, stderr, gate.Refuse(gate.CodeInputInvalid, err.Error()), false)
+		return a.answer(gate.Refuse(gate.CodeInputInvalid, err.Error()))
 	}
 	snap, err := gate.LoadSnapshotFile(*snapshot, *workspace)
 	if err != nil {
 		se := &gate.SnapshotError{Code: gate.CodeSnapshotCorrupt, Reason: err.Error()}
 		errors.As(err, &se)
-		return answer(stdout, stderr, gate.Refuse(se.Code, se.Reason), false)
+		return a.answer(gate.Refuse(se.Code, se.Reason))
 	}
 	// Who is calling: the pod's name from the file beside the snapshot, in the read-only volume
 	// the snapshot comes from, and never from the environment, which the agent's settings set.
 	call.Caller = gate.PodCaller(filepath.Dir(*snapshot))
 	policy, _ := gate.CompileFor(snap, call.Tool, call.Server)
 	if gate.BuiltWithCEL {
-		return answer(stdout, stderr, policy.Decide(call), *explicitAllow)
+		return a.answer(policy.Decide(call))
 	}
 	if d, decided := policy.DecideWithoutCEL(call); decided {
-		return answer(stdout, stderr, d, *explicitAllow)
+		return a.answer(d)
 	}
 	// A rule needs CEL: gate-hook-cel decides the call from the start, reading the snapshot
 	// itself. execWithStdin returns only if it could not be started.
 	err = handOff(args, data)
-	return answer(stdout, stderr, gate.Refuse(gate.CodeGateCrashed, "gate-hook could not start "+celHook+": "+err.Error()), false)
+	return a.answer(gate.Refuse(gate.CodeGateCrashed, "gate-hook could not start "+celHook+": "+err.Error()))
 }
 
 // handOff replaces this process with gate-hook-cel beside it, with the same arguments and the
@@ -156,10 +166,24 @@ func installCopy(src, dir, name string) error {
 	return os.Rename(tmp.Name(), filepath.Join(dir, name))
 }
 
-func answer(stdout, stderr io.Writer, d gate.Decision, explicitAllow bool) int {
-	out, msg, exit := claudecode.HookResponse(d, explicitAllow)
+// answerer writes gate-hook's answers.
+type answerer struct {
+	stdout, stderr io.Writer
+	// token, when set, is echoed on the answer line before every answer
+	// (claudecode.AnswerLine): the registered command lets an exit 0 through only after it.
+	token         string
+	explicitAllow bool
+}
+
+// answer writes the answer to d and returns the exit status. The answer line and the answer
+// go out in one write, so the registered command never sees the line without the answer.
+func (a answerer) answer(d gate.Decision) int {
+	out, msg, exit := claudecode.HookResponse(d, a.explicitAllow)
+	if a.token != "" {
+		out = append(claudecode.AnswerLine(a.token), out...)
+	}
 	if len(out) > 0 {
-		if _, err := stdout.Write(out); err != nil && d.Verdict != gate.Allow {
+		if _, err := a.stdout.Write(out); err != nil && d.Verdict != gate.Allow {
 			// An Ask or a deny that cannot be delivered must still stop the call.
 			exit = 2
 			if msg == "" {
@@ -168,7 +192,7 @@ func answer(stdout, stderr io.Writer, d gate.Decision, explicitAllow bool) int {
 		}
 	}
 	if msg != "" {
-		fmt.Fprintln(stderr, msg)
+		fmt.Fprintln(a.stderr, msg)
 	}
 	return exit
 }

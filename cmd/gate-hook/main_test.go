@@ -354,3 +354,39 @@ func TestInstall(t *testing.T) {
 		t.Fatalf("the installed hook did not block: %v", err)
 	}
 }
+
+// TestAnswerToken: with --answer-token, every answer (allow, block, a refusal of its own)
+// begins with the answer line the registered command checks, and then is the answer it would
+// be without; a token that could end the line early is refused.
+func TestAnswerToken(t *testing.T) {
+	snap := writeSnapshot(t, "")
+	const token = "0b8e2a4c-5d6f-4a1b-9c3d-7e8f9a0b1c2d"
+	line := "gate-answer " + token + "\n"
+	for _, tc := range []struct {
+		name  string
+		stdin []byte
+		snap  string
+		exit  int
+	}{
+		{"allow", payload("Bash", map[string]any{"command": "go test ./..."}, nil), snap, 0},
+		{"block", payload("Bash", map[string]any{"command": "rm -rf / --no-preserve-root"}, nil), snap, 2},
+		{"a refusal of its own", payload("Bash", map[string]any{"command": "ls"}, nil), filepath.Join(t.TempDir(), "absent"), 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plain := runHook(t, tc.stdin, nil, "--snapshot", tc.snap)
+			r := runHook(t, tc.stdin, nil, "--snapshot", tc.snap, "--answer-token", token)
+			if r.exit != tc.exit || plain.exit != tc.exit {
+				t.Fatalf("exit %d (without the token %d), want %d", r.exit, plain.exit, tc.exit)
+			}
+			if r.stdout != line+plain.stdout {
+				t.Fatalf("stdout %q, want the answer line and then %q", r.stdout, plain.stdout)
+			}
+		})
+	}
+	for _, bad := range []string{"a\nb", "a b", strings.Repeat("a", 65), "ä"} {
+		r := runHook(t, payload("Bash", map[string]any{"command": "go test ./..."}, nil), nil, "--snapshot", snap, "--answer-token", bad)
+		if r.exit != 2 || strings.Contains(r.stdout, "gate-answer") {
+			t.Errorf("token %q: exit %d stdout %q, want a refusal without an answer line", bad, r.exit, r.stdout)
+		}
+	}
+}

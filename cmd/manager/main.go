@@ -90,6 +90,20 @@ type settings struct {
 	rerun bool
 }
 
+// checkBootstrapFlags refuses, once, what bootstrap.Render would refuse for every policy.
+func checkBootstrapFlags(o bootstrap.Options) error {
+	if !path.IsAbs(o.MountDir) {
+		return fmt.Errorf("--bootstrap-mount-dir %q is not an absolute path", o.MountDir)
+	}
+	if !path.IsAbs(o.HookBin) {
+		return fmt.Errorf("--gate-hook-path %q is not an absolute path", o.HookBin)
+	}
+	if err := bootstrap.CheckClaudeCodeVersion(o.ClaudeCodeMinimumVersion); err != nil {
+		return fmt.Errorf("--claude-code-minimum-version: %w", err)
+	}
+	return nil
+}
+
 // parseFlags binds the manager's flags to fs, parses args and validates them; every error
 // names the flag at fault.
 func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
@@ -113,6 +127,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	fs.StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration whose nameservers resolve allowed hosts")
 	fs.StringVar(&s.bootstrap.MountDir, "bootstrap-mount-dir", bootstrap.DefaultMountDir, "where sandbox pods mount the bootstrap ConfigMap (absolute)")
 	fs.StringVar(&s.bootstrap.HookBin, "gate-hook-path", bootstrap.DefaultHookBin, "where sandbox pods have the gate-hook binary (absolute); every bundle's hook wrapper runs exactly this file")
+	fs.StringVar(&s.bootstrap.ClaudeCodeMinimumVersion, "claude-code-minimum-version", bootstrap.DefaultClaudeCodeMinimumVersion, "the managed settings' requiredMinimumVersion: an older Claude Code in a sandbox exits at start; the default is the oldest Claude Code the conformance suite proves (docs/upgrading.md)")
 	fs.StringVar(&nameserver, "nameserver", "", "host:port of the DNS server that resolves allowed hosts, instead of the nameservers of --resolv-conf")
 	fs.StringVar(&serviceCIDRs, "service-cidrs", egress.DefaultClusterCIDRs, "the cluster's Service ranges, comma-separated: an allowed host's DNS answer inside them is dropped (allowedCIDRs may still cover them); the default, the private ranges, holds most clusters' ranges (docs/egress-carve-outs.md)")
 	fs.StringVar(&podCIDRs, "pod-cidrs", egress.DefaultClusterCIDRs, "the cluster's Pod ranges, comma-separated, treated like --service-cidrs")
@@ -152,12 +167,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	if strings.TrimSpace(s.dns.Namespace) == "" {
 		return nil, errors.New("--dns-namespace is empty")
 	}
-	// bootstrap.Render refuses relative paths for every policy; refuse them once, here.
-	if !path.IsAbs(s.bootstrap.MountDir) {
-		return nil, fmt.Errorf("--bootstrap-mount-dir %q is not an absolute path", s.bootstrap.MountDir)
-	}
-	if !path.IsAbs(s.bootstrap.HookBin) {
-		return nil, fmt.Errorf("--gate-hook-path %q is not an absolute path", s.bootstrap.HookBin)
+	if err := checkBootstrapFlags(s.bootstrap); err != nil {
+		return nil, err
 	}
 	services, err := egress.ParsePrefixes(serviceCIDRs)
 	if err != nil {

@@ -65,6 +65,8 @@ func TestFlagsRefused(t *testing.T) {
 		{[]string{"--gate-hook-path=bin/gate-hook"}, `--gate-hook-path "bin/gate-hook" is not an absolute path`},
 		{[]string{"--gate-hook-path="}, `--gate-hook-path "" is not an absolute path`},
 		{[]string{"--bootstrap-mount-dir=hooks"}, `--bootstrap-mount-dir "hooks" is not an absolute path`},
+		{[]string{"--claude-code-minimum-version=latest"}, `--claude-code-minimum-version: the minimum Claude Code version "latest" is not a version`},
+		{[]string{"--claude-code-minimum-version="}, `--claude-code-minimum-version: the minimum Claude Code version "" is not a version`},
 		{[]string{"--metrics-cert-dir=" + filepath.Join(t.TempDir(), "missing")}, "--metrics-cert-dir"},
 		{[]string{"--dns-pod-labels=kube-dns"}, "--dns-pod-labels"},
 		{[]string{"--kube-api-qps=0"}, "--kube-api-qps is 0"},

@@ -276,6 +276,7 @@ func waitFor(d time.Duration, cond func() bool) error {
 // proc is one confirmer process.
 type proc struct {
 	name, addr string
+	metrics    string // its --metrics-listen
 	cmd        *exec.Cmd
 	log        *os.File
 	done       chan struct{}
@@ -286,10 +287,16 @@ func startConfirmer(dir, fakeURL, name string) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
+	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	addr, metrics := l.Addr().String(), ml.Addr().String()
 	l.Close()
-	p := &proc{name: name, addr: addr, done: make(chan struct{})}
-	p.cmd = exec.Command(*confirmerBin, "--listen", addr, "--insecure-no-auth", "--snapshot", filepath.Join(dir, gate.SnapshotFileName),
+	ml.Close()
+	p := &proc{name: name, addr: addr, metrics: metrics, done: make(chan struct{})}
+	p.cmd = exec.Command(*confirmerBin, "--listen", addr, "--metrics-listen", metrics, "--insecure-no-auth", "--snapshot", filepath.Join(dir, gate.SnapshotFileName),
 		"--anthropic-base-url", fakeURL, "--anthropic-api-key-file", filepath.Join(dir, "api-key"), "--anthropic-ca-file", filepath.Join(dir, "ca.pem"),
 		"--agent-ids", "agent_bench", "--poll-interval", "10s", "--kubeconfig", filepath.Join(dir, "kubeconfig"),
 		"--members-lease", confirmer+"-confirmer", "--leader-election-namespace", namespace, "--leader-election-identity", name,
@@ -318,7 +325,7 @@ func startConfirmer(dir, fakeURL, name string) (*proc, error) {
 
 // confirmations are the replica's confirmer_confirmations_total samples.
 func (p *proc) confirmations() string {
-	resp, err := http.Get("http://" + p.addr + "/metrics")
+	resp, err := http.Get("http://" + p.metrics + "/metrics")
 	if err != nil {
 		return err.Error()
 	}

@@ -105,8 +105,8 @@ func (s *setup) close() {
 }
 
 // args are a confirmer's arguments, with the production defaults for every interval.
-func (s *setup) args(addr string) []string {
-	return []string{"--listen", addr, "--insecure-no-auth",
+func (s *setup) args(addr, metrics string) []string {
+	return []string{"--listen", addr, "--metrics-listen", metrics, "--insecure-no-auth",
 		"--snapshot", filepath.Join(s.dir, gate.SnapshotFileName),
 		"--anthropic-base-url", s.fake.URL, "--anthropic-api-key-file", filepath.Join(s.dir, "key"),
 		"--anthropic-ca-file", filepath.Join(s.dir, "ca.pem"),

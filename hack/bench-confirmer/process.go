@@ -21,6 +21,7 @@ import (
 // confirmer is one confirmer process of the benchmark.
 type confirmer struct {
 	name, addr string
+	metrics    string // its --metrics-listen
 	cmd        *exec.Cmd
 	log        *os.File
 	pprof      string // its profiling address, with -profile
@@ -34,8 +35,12 @@ func startConfirmer(s *setup, name string, extra []string) (*confirmer, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &confirmer{name: name, addr: addr, done: make(chan struct{})}
-	c.cmd = exec.Command(*confirmerBin, append(s.args(addr), extra...)...)
+	metrics, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	c := &confirmer{name: name, addr: addr, metrics: metrics, done: make(chan struct{})}
+	c.cmd = exec.Command(*confirmerBin, append(s.args(addr, metrics), extra...)...)
 	if *profileDir != "" {
 		if c.pprof, err = freeAddr(); err != nil {
 			return nil, err
@@ -123,7 +128,7 @@ func (c *confirmer) liveMemory() (live, inUse int64) {
 
 // metric reads one unlabelled sample from the confirmer's /metrics.
 func (c *confirmer) metric(name string) float64 {
-	m, _ := promscrape.Scrape("http://" + c.addr + "/metrics")
+	m, _ := promscrape.Scrape("http://" + c.metrics + "/metrics")
 	return m[name]
 }
 

@@ -11,6 +11,7 @@ package approvals
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -92,13 +93,32 @@ type Request struct {
 	ExpiresAt       time.Time
 }
 
-// Name is the name of the ToolApproval of one call of a confirmer: the tool (lower
-// case, DNS-safe, at most 20 characters) and 10 hex digits of a hash of the confirmer, the
-// surface, the session and the tool-use id. Every replica and every restart names a call
-// the same, so the object is created once.
-func Name(confirmer string, surface gatev1.ApprovalSurface, session, toolUseID, tool string) string {
-	sum := sha256.Sum256([]byte(strings.Join([]string{confirmer, string(surface), session, toolUseID}, "\x00")))
-	return toolSlug(tool) + "-" + hex.EncodeToString(sum[:])[:10]
+// Name is the name of the ToolApproval of one call of a confirmer: a display slug of the tool
+// (lower case, DNS-safe, at most 20 characters) and 20 hex digits of a SHA-256 over the
+// confirmer, the surface, the session, the tool-use id, the canonical tool name in full and
+// the digest of the call's input (InputDigest), each field length-prefixed so no two calls
+// collide by concatenation. The slug only helps a reader: the hash is what tells calls apart,
+// so another input or another tool of the same slug is another approval. Every replica and
+// every restart names a call the same, so the object is created once.
+func Name(confirmer string, surface gatev1.ApprovalSurface, session, toolUseID, tool, inputDigest string) string {
+	h := sha256.New()
+	for _, f := range []string{nameVersion, confirmer, string(surface), session, toolUseID, tool, inputDigest} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:])
+		h.Write([]byte(f))
+	}
+	return toolSlug(tool) + "-" + hex.EncodeToString(h.Sum(nil))[:20]
+}
+
+// nameVersion is the first field Name hashes: a change of the fields is a change of it.
+const nameVersion = "toolapproval-name/v2"
+
+// InputDigest is the SHA-256, lower-case hex, of a call's input as the gate judged it (the
+// JSON text the runtime sent): spec.input.sha256, and part of the approval's name.
+func InputDigest(raw []byte) string {
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
 }
 
 // toolSlug is a tool name as the start of an object name: [a-z0-9-], no leading, trailing or
@@ -128,16 +148,17 @@ func toolSlug(tool string) string {
 	return s
 }
 
-// Name is the approval name of a call of this confirmer.
-func (a *Store) Name(surface gatev1.ApprovalSurface, session, toolUseID, tool string) string {
-	return Name(a.Confirmer, surface, session, toolUseID, tool)
+// Name is the approval name of a call of this confirmer; rawInput is the call's input as the
+// gate judged it.
+func (a *Store) Name(surface gatev1.ApprovalSurface, session, toolUseID, tool string, rawInput []byte) string {
+	return Name(a.Confirmer, surface, session, toolUseID, tool, InputDigest(rawInput))
 }
 
 // inputPreview is the first bytes of the input, at most maxPreview, cut on a UTF-8 boundary.
 func inputPreview(raw []byte) (preview string, truncated bool) {
 	s := strings.ToValidUTF8(string(raw), "\uFFFD")
 	if len(s) <= maxPreview {
-		return s, len(s) < len(raw)
+		return s, s != string(raw) // a preview that is not the input says so
 	}
 	cut := maxPreview
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
@@ -148,8 +169,7 @@ func inputPreview(raw []byte) (preview string, truncated bool) {
 
 // Object is the ToolApproval of a request, as Ensure creates it.
 func (a *Store) Object(r Request) *gatev1.ToolApproval {
-	sum := sha256.Sum256(r.RawInput)
-	in := gatev1.ToolApprovalInput{Size: int64(len(r.RawInput)), SHA256: hex.EncodeToString(sum[:])}
+	in := gatev1.ToolApprovalInput{Size: int64(len(r.RawInput)), SHA256: InputDigest(r.RawInput)}
 	if a.ShowInput {
 		in.Preview, in.Truncated = inputPreview(r.RawInput)
 	}
@@ -159,7 +179,7 @@ func (a *Store) Object(r Request) *gatev1.ToolApproval {
 	}
 	return &gatev1.ToolApproval{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: a.Name(r.Surface, r.Session, r.ToolUseID, r.Tool), Namespace: a.Namespace,
+			Name: a.Name(r.Surface, r.Session, r.ToolUseID, r.Tool, r.RawInput), Namespace: a.Namespace,
 			Labels: map[string]string{gatev1.LabelManagedBy: gatev1.ManagedByValue, gatev1.LabelConfirmer: a.Confirmer, gatev1.LabelPolicy: a.Policy},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: gatev1.GroupVersion.String(), Kind: "SessionConfirmer", Name: a.Confirmer, UID: a.ConfirmerUID,
@@ -197,11 +217,85 @@ func (a *Store) Ensure(ctx context.Context, r Request) (*gatev1.ToolApproval, er
 	if err != nil {
 		return nil, fmt.Errorf("reading ToolApproval %s: %w", want.Name, err)
 	}
-	if !a.Trusted(got, r.Surface, r.Session, r.ToolUseID) {
-		return nil, fmt.Errorf("ToolApproval %s exists and does not describe call %s of session %q for policy %s", want.Name, r.ToolUseID, r.Session, a.Policy)
+	if bad := a.mismatch(got, want); len(bad) > 0 {
+		a.count("not_trusted")
+		a.event(got, corev1.EventTypeWarning, EventNotTrusted, "not adopted by SessionConfirmer %s: %s differ from what it writes for this call", a.Confirmer, strings.Join(bad, ", "))
+		return nil, &NotTrustedError{Name: want.Name, Fields: bad}
 	}
 	return got, nil
 }
+
+// ErrNotTrusted is the error (errors.Is) of an object of an approval's name that does not
+// describe the call: it is never adopted, read or written; its call stays held and is denied at
+// its deadline.
+var ErrNotTrusted = errors.New("a ToolApproval of this name exists and does not describe the call")
+
+// NotTrustedError names the approval and the fields that differ, never their values (an input
+// preview is tool input).
+type NotTrustedError struct {
+	Name   string
+	Fields []string
+}
+
+func (e *NotTrustedError) Error() string {
+	return fmt.Sprintf("ToolApproval %s exists and does not describe this call (%s differ from what the confirmer writes): it is not used, and the call is denied at its deadline",
+		e.Name, strings.Join(e.Fields, ", "))
+}
+
+// Is makes errors.Is(err, ErrNotTrusted) hold.
+func (e *NotTrustedError) Is(target error) bool { return target == ErrNotTrusted }
+
+// mismatch lists the fields in which got differs from want, the object the confirmer writes for
+// the call: the labels and the owner reference it writes, and every field of the spec. The one
+// field a later request recomputes, expiresAt (the HTTP surfaces measure it from the request),
+// may only be earlier than want's: a squatter cannot give a call longer than the confirmer would.
+func (a *Store) mismatch(got, want *gatev1.ToolApproval) []string {
+	var bad []string
+	add := func(differ bool, field string) {
+		if differ {
+			bad = append(bad, field)
+		}
+	}
+	for _, k := range []string{gatev1.LabelManagedBy, gatev1.LabelConfirmer, gatev1.LabelPolicy} {
+		v, ok := got.Labels[k]
+		add(!ok || v != want.Labels[k], "metadata.labels["+k+"]")
+	}
+	add(!a.owned(got), "metadata.ownerReferences")
+	g, w := got.Spec, want.Spec
+	add(g.Surface != w.Surface, "spec.surface")
+	add(g.Policy != w.Policy, "spec.policy")
+	add(g.SessionID != w.SessionID, "spec.sessionID")
+	add(g.AgentID != w.AgentID, "spec.agentID")
+	add(g.ToolUseID != w.ToolUseID, "spec.toolUseID")
+	add(g.Tool != w.Tool, "spec.tool")
+	add(g.Rule != w.Rule, "spec.rule")
+	add(g.Reason != w.Reason, "spec.reason")
+	add(g.SnapshotDigest != w.SnapshotDigest, "spec.snapshotDigest")
+	add(g.Input.Size != w.Input.Size, "spec.input.size")
+	add(g.Input.SHA256 != w.Input.SHA256, "spec.input.sha256")
+	add(g.Input.Preview != w.Input.Preview, "spec.input.preview")
+	add(g.Input.Truncated != w.Input.Truncated, "spec.input.truncated")
+	add(g.ExpiresAt.After(w.ExpiresAt.Time), "spec.expiresAt")
+	return bad
+}
+
+// owned reports whether ta's owner references are the one the confirmer writes.
+func (a *Store) owned(ta *gatev1.ToolApproval) bool {
+	if len(ta.OwnerReferences) != 1 {
+		return false
+	}
+	o := ta.OwnerReferences[0]
+	return o.APIVersion == gatev1.GroupVersion.String() && o.Kind == "SessionConfirmer" && o.Name == a.Confirmer && o.UID == a.ConfirmerUID
+}
+
+// ExpiryGrace is how long past its deadline, by the confirmer's clock, a call waits for its
+// Expired to be recorded before it is denied without it (docs/approvals.md, "Clocks"): the
+// API server's clock measures the deadline, and an approval it admits before then counts.
+const ExpiryGrace = time.Minute
+
+// maxClockSkew is how far ahead of the API server's clock the confirmer's may be for
+// TrustedObject's bound on expiresAt (metadata.creationTimestamp is the server's).
+const maxClockSkew = time.Minute
 
 // Get reads a ToolApproval of this confirmer from the cache.
 func (a *Store) Get(ctx context.Context, name string) (*gatev1.ToolApproval, error) {
@@ -215,15 +309,51 @@ func (a *Store) Get(ctx context.Context, name string) (*gatev1.ToolApproval, err
 	return ta, nil
 }
 
-// Trusted reports whether an approval describes the call it is looked up for and belongs to
-// this confirmer and its policy (an approver's RBAC is checked against spec.policy).
-func (a *Store) Trusted(ta *gatev1.ToolApproval, surface gatev1.ApprovalSurface, session, toolUseID string) bool {
-	owned := false
-	for _, o := range ta.OwnerReferences {
-		owned = owned || (o.UID == a.ConfirmerUID && o.Kind == "SessionConfirmer" && o.Name == a.Confirmer)
+// TrustedObject reports whether an approval read without its call (the watch, GET
+// /v1/approvals/{name}, a call answered in the runtime) is one this confirmer wrote, as far as
+// the object itself can show: the labels and owner reference it writes, its policy, its name
+// the Name of the surface, session, tool-use id, tool and input digest in its spec (so those
+// are bound to the name), a preview only when the confirmer shows input and then one that
+// matches the digest unless it says it is truncated, and an expiresAt no later than a call of
+// now or of the object's creation would get. The reason and rule are checked where the call is
+// known (Ensure, Matches); the spec is immutable after creation.
+func (a *Store) TrustedObject(ta *gatev1.ToolApproval) bool {
+	for _, k := range []string{gatev1.LabelManagedBy, gatev1.LabelConfirmer, gatev1.LabelPolicy} {
+		want := map[string]string{gatev1.LabelManagedBy: gatev1.ManagedByValue, gatev1.LabelConfirmer: a.Confirmer, gatev1.LabelPolicy: a.Policy}[k]
+		if v, ok := ta.Labels[k]; !ok || v != want {
+			return false
+		}
 	}
-	return owned && ta.Labels[gatev1.LabelConfirmer] == a.Confirmer && ta.Spec.Policy == a.Policy &&
-		ta.Spec.Surface == surface && ta.Spec.SessionID == session && ta.Spec.ToolUseID == toolUseID
+	sp := ta.Spec
+	if !a.owned(ta) || sp.Policy != a.Policy || ta.Namespace != a.Namespace ||
+		ta.Name != Name(a.Confirmer, sp.Surface, sp.SessionID, sp.ToolUseID, sp.Tool, sp.Input.SHA256) {
+		return false
+	}
+	in := sp.Input
+	switch {
+	case !a.ShowInput && (in.Preview != "" || in.Truncated):
+		return false
+	case a.ShowInput && !in.Truncated && (InputDigest([]byte(in.Preview)) != in.SHA256 || int64(len(in.Preview)) != in.Size):
+		return false
+	}
+	latest := a.Now().Add(a.Deadline)
+	if !ta.CreationTimestamp.IsZero() {
+		latest = minTime(latest, ta.CreationTimestamp.Add(a.Deadline+maxClockSkew))
+	}
+	return !sp.ExpiresAt.After(latest)
+}
+
+// Matches reports whether an approval read for a known call is the one the confirmer writes
+// for it (every field Ensure compares).
+func (a *Store) Matches(ta *gatev1.ToolApproval, r Request) bool {
+	return len(a.mismatch(ta, a.Object(r))) == 0
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // Answer is what an approval says to do with its call.

@@ -13,20 +13,20 @@ import (
 // TestApprovalName: one call, one name, readable and DNS-safe; another call, session, surface
 // or confirmer, another name.
 func TestName(t *testing.T) {
-	n := Name("agents", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_1", "mcp__deploy__run")
-	if n != Name("agents", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_1", "mcp__deploy__run") {
+	n := Name("agents", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_1", "mcp__deploy__run", InputDigest([]byte(`{}`)))
+	if n != Name("agents", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_1", "mcp__deploy__run", InputDigest([]byte(`{}`))) {
 		t.Fatal("the name is not deterministic")
 	}
-	if !regexp.MustCompile(`^mcp-deploy-run-[0-9a-f]{10}$`).MatchString(n) {
+	if !regexp.MustCompile(`^mcp-deploy-run-[0-9a-f]{20}$`).MatchString(n) {
 		t.Fatalf("name %q", n)
 	}
 	for _, other := range []string{
-		Name("agents", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_2", "mcp__deploy__run"),
-		Name("agents", gatev1.SurfaceManagedAgents, "sesn_2", "sevt_1", "mcp__deploy__run"),
-		Name("agents", gatev1.SurfaceHarness, "sesn_1", "sevt_1", "mcp__deploy__run"),
-		Name("other", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_1", "mcp__deploy__run"),
+		Name("agents", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_2", "mcp__deploy__run", InputDigest([]byte(`{}`))),
+		Name("agents", gatev1.SurfaceManagedAgents, "sesn_2", "sevt_1", "mcp__deploy__run", InputDigest([]byte(`{}`))),
+		Name("agents", gatev1.SurfaceHarness, "sesn_1", "sevt_1", "mcp__deploy__run", InputDigest([]byte(`{}`))),
+		Name("other", gatev1.SurfaceManagedAgents, "sesn_1", "sevt_1", "mcp__deploy__run", InputDigest([]byte(`{}`))),
 	} {
-		if strings.HasSuffix(other, n[len(n)-10:]) {
+		if strings.HasSuffix(other, n[len(n)-20:]) {
 			t.Errorf("%s and %s share a hash", n, other)
 		}
 	}

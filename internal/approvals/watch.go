@@ -147,8 +147,11 @@ func (w *Watch) handle(ctx context.Context, name string) (time.Duration, error) 
 	if err != nil {
 		return 0, err
 	}
+	if !a.TrustedObject(ta) {
+		return 0, nil // not this confirmer's to act on or write
+	}
 	if ta.Spec.Surface == gatev1.SurfaceManagedAgents {
-		if w.Confirmer == nil || !a.Trusted(ta, ta.Spec.Surface, ta.Spec.SessionID, ta.Spec.ToolUseID) {
+		if w.Confirmer == nil {
 			return 0, nil
 		}
 		return w.Confirmer.AnswerApproval(ctx, ta)
@@ -181,7 +184,10 @@ func (w *Watch) expireHTTP(ctx context.Context, ta *gatev1.ToolApproval) (time.D
 	case err == ErrSettled:
 		return 0, nil
 	case err != nil:
-		return 0, err
+		// Refused (the API server's clock, which measures the deadline, has not reached it yet)
+		// or failed: the caller reads Pending until Expired is recorded; look again soon.
+		a.Log.Error(err, "recording Expired; retrying", "approval", ta.Name)
+		return 5 * time.Second, nil
 	}
 	a.Outcome(fresh, EventExpired, fmt.Sprintf("no human answered within %s; the %s caller reads Expired", a.Deadline, ta.Spec.Surface))
 	return 0, nil

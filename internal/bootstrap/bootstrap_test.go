@@ -324,7 +324,7 @@ func TestHookCommandQuoting(t *testing.T) {
 		if err := json.Unmarshal([]byte(b.Data[KeyManagedSettings]), &s); err != nil {
 			t.Fatal(err)
 		}
-		if got := s.Hooks["PreToolUse"][0].Hooks[0].Command; got != want {
+		if got := s.Hooks["PreToolUse"][0].Hooks[0].Command; !strings.Contains(got, "\no=$("+want+` "$n"); s=$?`+"\n") {
 			t.Errorf("mount dir %q: command %q, want %q", dir, got, want)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"path"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/gate"
@@ -55,6 +56,10 @@ const (
 	// DefaultHookLimit is the wrapper's own limit on gate-hook, in seconds: shorter than the
 	// registered timeout, because Claude Code runs the tool when a hook times out.
 	DefaultHookLimit = 10
+	// DefaultClaudeCodeMinimumVersion is the oldest Claude Code the conformance suite proves
+	// (test/conformance/package.json pins it): the managed settings' requiredMinimumVersion,
+	// so an older Claude Code exits at start instead of running without onFailure.
+	DefaultClaudeCodeMinimumVersion = "2.1.332"
 )
 
 // Options are the installation facts the bundle is rendered for.
@@ -67,6 +72,9 @@ type Options struct {
 	// HookTimeout and HookLimit are in seconds; HookLimit must be below HookTimeout.
 	HookTimeout int
 	HookLimit   int
+	// ClaudeCodeMinimumVersion is the managed settings' requiredMinimumVersion, a version
+	// such as 2.1.332.
+	ClaudeCodeMinimumVersion string
 }
 
 func (o Options) withDefaults() Options {
@@ -81,6 +89,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HookLimit == 0 {
 		o.HookLimit = DefaultHookLimit
+	}
+	if o.ClaudeCodeMinimumVersion == "" {
+		o.ClaudeCodeMinimumVersion = DefaultClaudeCodeMinimumVersion
 	}
 	return o
 }
@@ -147,6 +158,9 @@ func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, 
 	}
 	if !path.IsAbs(opts.HookBin) {
 		return Bundle{}, fmt.Errorf("the gate-hook binary path %q is not absolute", opts.HookBin)
+	}
+	if err := CheckClaudeCodeVersion(opts.ClaudeCodeMinimumVersion); err != nil {
+		return Bundle{}, err
 	}
 	managed, err := claudeSettings(opts, true)
 	if err != nil {
@@ -223,4 +237,13 @@ func Hash(data map[string]string, mountDir, workspaceID string) string {
 	write("mountDir", mountDir)
 	write("workspaceID", workspaceID)
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// CheckClaudeCodeVersion reports whether v can be the managed settings' requiredMinimumVersion:
+// a release version, major.minor.patch.
+func CheckClaudeCodeVersion(v string) error {
+	if _, err := version.ParseSemantic(v); err != nil {
+		return fmt.Errorf("the minimum Claude Code version %q is not a version such as %s: %w", v, DefaultClaudeCodeMinimumVersion, err)
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/runtime/claudecode"
 )
 
 // hookScript renders gate-hook.sh, the POSIX sh wrapper Claude Code runs. It runs gate-hook
@@ -16,6 +17,11 @@ import (
 // Nothing in it comes from the environment: Claude Code hands hooks the env of settings files
 // the agent can write, so the binary's path is a literal, PATH is set here for sleep, and the
 // Go runtime's knobs are cleared before gate-hook starts.
+//
+// Its one argument is the registered command's per-call token (registeredCommand): gate-hook
+// echoes it before its answer, and so does the wrapper's own deny. Without it (a Claude Code
+// session started before an upgrade, whose registered command passes none) gate-hook answers
+// as it did before.
 func hookScript(opts Options, workspaceID string) string {
 	ws := ""
 	if workspaceID != "" {
@@ -29,9 +35,11 @@ PATH=/usr/bin:/bin
 export PATH
 unset GODEBUG GOGC GOMAXPROCS GOMEMLIMIT GOTRACEBACK
 bin=%[3]s
+token=$1
 answered=
 
 deny() {
+  [ -n "$token" ] && printf '%[7]s%%s\n' "$token"
   printf '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"%%s"}}\n' "$1"
   printf '%%s\n' "$1" >&2
   answered=2
@@ -46,7 +54,7 @@ trap 'case "$answered" in 0|2) exit "$answered" ;; esac; deny "%[6]sthe gate-hoo
 
 # A background job's stdin is /dev/null in sh, so hand the hook JSON over on fd 3.
 exec 3<&0
-"$bin" --snapshot %[4]s%[5]s <&3 3<&- &
+"$bin" --snapshot %[4]s%[5]s --answer-token "$token" <&3 3<&- &
 pid=$!
 # The watchdog holds none of Claude Code's pipes, so it never delays the answer; it drops the
 # EXIT trap it inherits, so ending it can never print a decision.
@@ -60,7 +68,7 @@ case "$status" in
   0|2) answered=$status; exit "$status" ;;
 esac
 deny "%[6]sgate-hook failed (exit status $status)"
-`, opts.HookLimit, opts.HookTimeout, shellQuote(opts.HookBin), shellQuote(path.Join(opts.MountDir, KeySnapshot)), ws, gate.RefusalPrefix)
+`, opts.HookLimit, opts.HookTimeout, shellQuote(opts.HookBin), shellQuote(path.Join(opts.MountDir, KeySnapshot)), ws, gate.RefusalPrefix, claudecode.AnswerPrefix)
 }
 
 // shellQuote quotes s for POSIX sh.

@@ -3,11 +3,15 @@ package bootstrap
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"path"
 	"slices"
+	"strings"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/egress"
+	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/runtime/claudecode"
 )
 
 // marshal encodes settings as indented JSON without HTML escaping, newline-terminated.
@@ -27,6 +31,10 @@ type claudeHook struct {
 	Type    string `json:"type"`
 	Command string `json:"command"`
 	Timeout int    `json:"timeout"`
+	// OnFailure "block" makes Claude Code (2.1.332 and later) treat every failure of the
+	// command (an exit status other than 0 and 2, a command that cannot start, the timeout) as
+	// exit 2; without it, each of them runs the tool (specs/harness-workflow-wire.md section 6).
+	OnFailure string `json:"onFailure"`
 }
 
 type claudeMatcher struct {
@@ -35,18 +43,49 @@ type claudeMatcher struct {
 }
 
 type claudeSettingsFile struct {
-	AllowManagedHooksOnly bool                       `json:"allowManagedHooksOnly,omitempty"`
-	DisableAllHooks       *bool                      `json:"disableAllHooks,omitempty"`
-	Env                   map[string]string          `json:"env,omitempty"`
-	Hooks                 map[string][]claudeMatcher `json:"hooks"`
+	// RequiredMinimumVersion makes an older Claude Code exit at start instead of running with
+	// hook fields it does not know (only honoured in managed settings).
+	RequiredMinimumVersion string                     `json:"requiredMinimumVersion,omitempty"`
+	AllowManagedHooksOnly  bool                       `json:"allowManagedHooksOnly,omitempty"`
+	DisableAllHooks        *bool                      `json:"disableAllHooks,omitempty"`
+	Env                    map[string]string          `json:"env,omitempty"`
+	Hooks                  map[string][]claudeMatcher `json:"hooks"`
 }
 
-// HookCommand is how Claude Code starts the wrapper: through env -i, so the wrapper's shell
-// starts with an empty environment (no exported shell functions such as BASH_FUNC_wait%%, no
-// SHELLOPTS, nothing the agent's settings put there), and with absolute paths only, since a
-// bare name would be looked up on a PATH those settings can set. Claude Code runs it with
-// /bin/sh -c; that outer shell is protected by PinnedEnv.
+// HookCommand is how the registered command starts the wrapper: through env -i, so the
+// wrapper's shell starts with an empty environment (no exported shell functions such as
+// BASH_FUNC_wait%%, no SHELLOPTS, nothing the agent's settings put there), and with absolute
+// paths only, since a bare name would be looked up on a PATH those settings can set.
 const HookCommand = "/usr/bin/env -i /bin/sh"
+
+// registeredCommand is the command the settings register with Claude Code, which runs it with
+// /bin/sh -c (that outer shell is protected by PinnedEnv). It fails closed on its own, for a
+// Claude Code that ignores onFailure: it hands the wrapper a fresh token per call (a UUID from
+// the kernel), and lets exit 0 or 2 through only when the answer's first line echoes that
+// token (gate-hook --answer-token, claudecode.AnswerLine), with the line stripped. Every other
+// end is a deny with exit 2: a missing, unreadable, empty, truncated or replaced wrapper, a
+// missing /usr/bin/env or /proc, an old gate-hook that does not know the token, a shell that
+// ran nothing. Only builtins run besides the wrapper (read, [, printf), so nothing on PATH is
+// looked up; it is POSIX sh, for dash, bash and busybox alike.
+func registeredCommand(opts Options) string {
+	refusal := gate.RefusalPrefix + "the gate-hook wrapper gave no decided answer"
+	deny, _, _ := claudecode.HookResponse(gate.Decision{Verdict: gate.Block, Message: refusal}, false)
+	return fmt.Sprintf(`n=; read -r n </proc/sys/kernel/random/uuid
+o=$(%s %s "$n"); s=$?
+nl='
+'
+if [ -n "$n" ] && [ "${o%%%%"$nl"*}" = "%s$n" ] && { [ "$s" = 0 ] || [ "$s" = 2 ]; }; then
+  case $o in *"$nl"*) printf '%%s
+' "${o#*"$nl"}" ;; esac
+  exit "$s"
+fi
+printf '%%s
+' %s
+printf '%%s
+' %s >&2
+exit 2`, HookCommand, shellWord(path.Join(opts.MountDir, KeyHookScript)), claudecode.AnswerPrefix,
+		shellQuote(strings.TrimSuffix(string(deny), "\n")), shellQuote(refusal))
+}
 
 // PinnedEnv is the environment the managed settings pin for Claude Code and every process it
 // starts, hooks included. Claude Code merges the env of user, project and local settings (files
@@ -78,11 +117,12 @@ func claudeSettings(opts Options, managed bool) (string, error) {
 				Matcher: "*",
 				// Claude Code runs the command through a shell: a mount directory with spaces or
 				// shell characters is quoted, or the hook would fail to start.
-				Hooks: []claudeHook{{Type: "command", Command: HookCommand + " " + shellWord(path.Join(opts.MountDir, KeyHookScript)), Timeout: opts.HookTimeout}},
+				Hooks: []claudeHook{{Type: "command", Command: registeredCommand(opts), Timeout: opts.HookTimeout, OnFailure: "block"}},
 			}},
 		},
 	}
 	if managed {
+		f.RequiredMinimumVersion = opts.ClaudeCodeMinimumVersion
 		f.AllowManagedHooksOnly = true
 		f.DisableAllHooks = new(false)
 		f.Env = PinnedEnv

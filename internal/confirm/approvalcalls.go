@@ -19,9 +19,14 @@ type hold struct {
 	deadline time.Time
 	// reason is the rule's, for the refusal at the deadline; tool is the canonical tool name.
 	reason, tool string
-	// name is the call's ToolApproval; req is set until it was created (nil without Approvals).
-	name string
-	req  *approvals.Request
+	// name is the call's ToolApproval and req what it says (nil without Approvals); created is
+	// set once Ensure created or adopted it.
+	name    string
+	req     *approvals.Request
+	created bool
+	// retryAt, after the deadline, is when a call whose Expired could not be recorded yet is
+	// looked at again.
+	retryAt time.Time
 }
 
 // expiryMessage is the refusal of a call no human answered in time.
@@ -31,10 +36,15 @@ func (c *Confirmer) expiryMessage(h *hold) string {
 
 // resolveHold answers a held call from its ToolApproval, or denies it once its deadline has
 // passed; st.mu is held. Before the deadline, an approval that cannot be created or read
-// leaves the call held (retried by the next pass); at the deadline the call is denied whatever
-// the API server says, and Expired is written when it can be.
+// leaves the call held (retried by the next pass). At the deadline the call is denied once
+// Expired is recorded: the API server's clock (the admission webhook's) measures the deadline
+// for approvers and for Expired alike, so while it refuses Expired (its clock behind this one)
+// or the approval cannot be read, a human can still answer and the call stays held, for at
+// most approvals.ExpiryGrace. After that, or when there is no approval to record on (none
+// created, or an object of its name that is not this call's), it is denied whatever the API
+// server says, and Expired is written by a later pass when it can be (settleAnswered).
 func (c *Confirmer) resolveHold(ctx context.Context, sessionID string, st *sessionState, id string, h *hold) (bool, error) {
-	ta := c.approvalOf(ctx, sessionID, id, h)
+	ta, readErr := c.approvalOf(ctx, sessionID, id, h)
 	for range 2 { // a second round only for an answer that won the race against Expired
 		switch approvals.AnswerOf(ta) {
 		case approvals.Approved:
@@ -44,10 +54,16 @@ func (c *Confirmer) resolveHold(ctx context.Context, sessionID string, st *sessi
 		case approvals.Expired: // written by this replica or another, whose deny may not have been sent
 			return c.confirm(ctx, sessionID, st, anthropic.Confirm(id, false, c.expiryMessage(h)), nil, "")
 		}
-		if c.now().Before(h.deadline) {
+		now := c.now()
+		if now.Before(h.deadline) {
 			return false, nil
 		}
+		graced := now.Before(h.deadline.Add(approvals.ExpiryGrace))
 		if ta == nil {
+			if readErr != nil && graced {
+				h.retryAt = now.Add(expiryRetry)
+				return false, nil
+			}
 			break
 		}
 		fresh, err := c.Approvals.Expire(ctx, ta)
@@ -58,6 +74,10 @@ func (c *Confirmer) resolveHold(ctx context.Context, sessionID string, st *sessi
 				continue
 			}
 			ta = nil // final but not an answer to act on: deny
+		case err != nil && graced:
+			c.Log.Error(err, "the deadline passed and Expired is not recorded yet: the call stays held, and a human may still answer it", "session", sessionID, "toolUseId", id, "approval", h.name)
+			h.retryAt = now.Add(expiryRetry)
+			return false, nil
 		case err != nil:
 			c.Log.Error(err, "the deadline passed: denying the call without Expired recorded", "session", sessionID, "toolUseId", id, "approval", h.name)
 			ta = nil
@@ -74,33 +94,39 @@ func (c *Confirmer) resolveHold(ctx context.Context, sessionID string, st *sessi
 	return c.confirm(ctx, sessionID, st, anthropic.Confirm(id, false, c.expiryMessage(h)), ta, outcome)
 }
 
+// expiryRetry is how soon a call held past its deadline, Expired not recorded, is looked at again.
+const expiryRetry = 5 * time.Second
+
 // approvalOf creates the ToolApproval of a held call if that has not succeeded yet, and reads
-// it; nil when there is none to act on (no human lane, not created, not this call's).
-func (c *Confirmer) approvalOf(ctx context.Context, sessionID, id string, h *hold) *gatev1.ToolApproval {
+// it; nil when there is none to act on (no human lane, not created, not this call's: an
+// object of its name that differs from what the confirmer writes is never adopted). The error
+// is a failure to read an approval that was created.
+func (c *Confirmer) approvalOf(ctx context.Context, sessionID, id string, h *hold) (*gatev1.ToolApproval, error) {
 	a := c.Approvals
-	if a == nil {
-		return nil
+	if a == nil || h.req == nil {
+		return nil, nil
 	}
-	if h.req != nil {
+	if !h.created {
 		ta, err := a.Ensure(ctx, *h.req)
 		if err != nil {
 			c.Log.Error(err, "the call stays held until a ToolApproval exists or its deadline passes", "session", sessionID, "toolUseId", id)
-			return nil
+			return nil, nil
 		}
-		h.req = nil
-		return ta
+		h.created = true
+		return ta, nil
 	}
 	ta, err := a.Get(ctx, h.name)
 	if err != nil {
-		if !apierrors.IsNotFound(err) {
-			c.Log.Error(err, "reading the ToolApproval", "approval", h.name)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
 		}
-		return nil
+		c.Log.Error(err, "reading the ToolApproval", "approval", h.name)
+		return nil, err
 	}
-	if !a.Trusted(ta, gatev1.SurfaceManagedAgents, sessionID, id) {
-		return nil
+	if !a.Matches(ta, *h.req) {
+		return nil, nil
 	}
-	return ta
+	return ta, nil
 }
 
 // settleAnswered records on a call's ToolApproval that the call was answered without it: by
@@ -112,9 +138,9 @@ func (c *Confirmer) settleAnswered(ctx context.Context, sessionID string, st *se
 	if st.checked[e.ID] {
 		return
 	}
-	name := a.Name(gatev1.SurfaceManagedAgents, sessionID, e.ID, gate.CanonicalToolName(e.Name, e.MCPServerName))
+	name := a.Name(gatev1.SurfaceManagedAgents, sessionID, e.ID, gate.CanonicalToolName(e.Name, e.MCPServerName), e.Input)
 	ta, err := a.Get(ctx, name)
-	if err != nil || !a.Trusted(ta, gatev1.SurfaceManagedAgents, sessionID, e.ID) || ta.Status.State.Final() {
+	if err != nil || !a.TrustedObject(ta) || ta.Status.State.Final() {
 		// Absent is settled once the call is past its deadline: before that, another replica's
 		// approval may not have reached this cache yet.
 		st.checked[e.ID] = err == nil || (apierrors.IsNotFound(err) && !c.now().Before(c.callDeadline(e)))

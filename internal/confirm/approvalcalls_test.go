@@ -89,7 +89,7 @@ func TestApprovalAnswersTheCall(t *testing.T) {
 	c.Clock, a.Clock = clk, clk
 
 	// An object squatting the last call's name, for another policy, already "Approved".
-	squat := a.Object(approvals.Request{Surface: gatev1.SurfaceManagedAgents, Session: "sesn_a", ToolUseID: ids[4], Tool: "mcp__deploy__run", ExpiresAt: now.Add(time.Hour)})
+	squat := a.Object(approvals.Request{Surface: gatev1.SurfaceManagedAgents, Session: "sesn_a", ToolUseID: ids[4], Tool: "mcp__deploy__run", RawInput: []byte(`{"env":"prod"}`), ExpiresAt: now.Add(time.Hour)})
 	squat.Spec.Policy = "lenient"
 	if err := cl.Create(ctx, squat); err != nil {
 		t.Fatal(err)
@@ -100,7 +100,9 @@ func TestApprovalAnswersTheCall(t *testing.T) {
 	if err != nil || out.Confirmed != 0 || out.Held != 5 {
 		t.Fatalf("%+v %v", out, err)
 	}
-	name := func(i int) string { return a.Name(gatev1.SurfaceManagedAgents, "sesn_a", ids[i], "mcp__deploy__run") }
+	name := func(i int) string {
+		return a.Name(gatev1.SurfaceManagedAgents, "sesn_a", ids[i], "mcp__deploy__run", []byte(`{"env":"prod"}`))
+	}
 	ta := getApproval(ctx, t, cl, name(0))
 	sp := ta.Spec
 	if sp.Surface != gatev1.SurfaceManagedAgents || sp.Policy != "coding-agents" || sp.SessionID != "sesn_a" || sp.AgentID != "" || sp.ToolUseID != ids[0] ||
@@ -203,8 +205,8 @@ func TestExpireLosesToAnEarlierAnswer(t *testing.T) {
 	if _, err := c.AnswerSession(ctx, "sesn_e"); err != nil {
 		t.Fatal(err)
 	}
-	n0 := a.Name(gatev1.SurfaceManagedAgents, "sesn_e", ids[0], "mcp__deploy__run")
-	n1 := a.Name(gatev1.SurfaceManagedAgents, "sesn_e", ids[1], "mcp__deploy__run")
+	n0 := a.Name(gatev1.SurfaceManagedAgents, "sesn_e", ids[0], "mcp__deploy__run", []byte(`{"env":"prod"}`))
+	n1 := a.Name(gatev1.SurfaceManagedAgents, "sesn_e", ids[1], "mcp__deploy__run", []byte(`{"env":"prod"}`))
 	stale.stale[n0] = getApproval(ctx, t, cl, n0) // the cache still has it Pending
 	answerApproval(ctx, t, cl, n0, gatev1.ApprovalApproved, "alice", "", now.Add(14*time.Minute))
 	now = now.Add(15 * time.Minute)
@@ -274,7 +276,7 @@ func TestConsoleFirstAndLateExpired(t *testing.T) {
 	if out, err := restarted.AnswerSession(ctx, "sesn_c"); err != nil || out.Confirmed != 0 || out.Held != 1 {
 		t.Fatalf("%+v %v", out, err)
 	}
-	n0 := a.Name(gatev1.SurfaceManagedAgents, "sesn_c", ids[0], "mcp__deploy__run")
+	n0 := a.Name(gatev1.SurfaceManagedAgents, "sesn_c", ids[0], "mcp__deploy__run", []byte(`{"env":"prod"}`))
 	ta := getApproval(ctx, t, cl, n0)
 	cond := meta.FindStatusCondition(ta.Status.Conditions, gatev1.ConditionAnsweredInRuntime)
 	if ta.Status.State != gatev1.ApprovalAnsweredInRuntime || cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != "RuntimeDeny" {
@@ -287,7 +289,7 @@ func TestConsoleFirstAndLateExpired(t *testing.T) {
 	if out, err := restarted.AnswerSession(ctx, "sesn_c"); err != nil || out.Confirmed != 1 {
 		t.Fatalf("%+v %v", out, err)
 	}
-	n1 := a.Name(gatev1.SurfaceManagedAgents, "sesn_c", ids[1], "mcp__deploy__run")
+	n1 := a.Name(gatev1.SurfaceManagedAgents, "sesn_c", ids[1], "mcp__deploy__run", []byte(`{"env":"prod"}`))
 	if s := getApproval(ctx, t, cl, n1).Status.State; s != "" {
 		t.Fatalf("the failed write left state %q", s)
 	}

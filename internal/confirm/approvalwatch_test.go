@@ -113,7 +113,7 @@ func TestApprovalsReachSessionsOnce(t *testing.T) {
 	defer func() { b.stop() }()
 
 	name := func(session string, i int) string {
-		return approvals.Name("agents", gatev1.SurfaceManagedAgents, session, calls[session][i], "mcp__deploy__run")
+		return approvals.Name("agents", gatev1.SurfaceManagedAgents, session, calls[session][i], "mcp__deploy__run", approvals.InputDigest([]byte(`{"env":"prod"}`)))
 	}
 	testutil.Eventually(t, 30*time.Second, func() error {
 		var l gatev1.ToolApprovalList

@@ -204,8 +204,12 @@ func (st *sessionState) outcome() Outcome {
 	var out Outcome
 	for _, h := range st.held {
 		out.Held++
-		if out.NextDeadline.IsZero() || h.deadline.Before(out.NextDeadline) {
-			out.NextDeadline = h.deadline
+		next := h.deadline
+		if h.retryAt.After(next) { // held past its deadline until Expired is recorded
+			next = h.retryAt
+		}
+		if out.NextDeadline.IsZero() || next.Before(out.NextDeadline) {
+			out.NextDeadline = next
 		}
 	}
 	return out
@@ -297,7 +301,7 @@ func (c *Confirmer) decideCall(ctx context.Context, sessionID string, e anthropi
 	tool := gate.CanonicalToolName(e.Name, e.MCPServerName)
 	h := &hold{deadline: deadline, reason: d.Reason, tool: tool}
 	if a := c.Approvals; a != nil {
-		h.name = a.Name(gatev1.SurfaceManagedAgents, sessionID, e.ID, tool)
+		h.name = a.Name(gatev1.SurfaceManagedAgents, sessionID, e.ID, tool, e.Input)
 		h.req = &approvals.Request{Surface: gatev1.SurfaceManagedAgents, Session: sessionID, Agent: caller.Agent, ToolUseID: e.ID, Tool: tool,
 			Decision: d, RawInput: e.Input, ExpiresAt: deadline}
 	}

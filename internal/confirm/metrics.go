@@ -3,14 +3,17 @@ package confirm
 import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics of the confirmer: confirmations, Sessions API errors, streams, reloads and approvals
-// (a decision's own metrics are internal/decisionlog's). Labels are bounded: results and HTTP
-// status codes.
+// (a decision's own metrics are internal/decisionlog's). Labels are bounded: results, HTTP
+// status codes, and the one digest in force.
 type Metrics struct {
 	Confirmations   *prometheus.CounterVec
 	APIErrors       *prometheus.CounterVec
 	Reconnects      prometheus.Counter
 	PendingHuman    prometheus.Gauge
 	SnapshotReloads *prometheus.CounterVec
+	// SnapshotInForce is 1 for the digest of the snapshot in force, its one series (none until
+	// one is loaded). The metrics listener carries it; the gate API's /readyz does not.
+	SnapshotInForce *prometheus.GaugeVec
 	// Streamed is the sessions this replica streams now; Members the replicas sharing the
 	// sessions, as this one sees them (0 when it does not share them).
 	Streamed prometheus.Gauge
@@ -39,6 +42,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		SnapshotReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "confirmer_snapshot_reloads_total", Help: "Snapshot reloads, by result (loaded, rejected).",
 		}, []string{"result"}),
+		SnapshotInForce: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "confirmer_snapshot_in_force", Help: "1 for the digest of the policy snapshot in force (one series).",
+		}, []string{"digest"}),
 		Streamed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "confirmer_sessions_streamed", Help: "Sessions this replica streams now.",
 		}),
@@ -54,6 +60,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.Confirmations, m.APIErrors, m.Reconnects, m.PendingHuman, m.SnapshotReloads,
-		m.Streamed, m.Members, m.Approvals, m.ApprovalLatency)
+		m.SnapshotInForce, m.Streamed, m.Members, m.Approvals, m.ApprovalLatency)
 	return m
 }

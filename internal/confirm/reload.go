@@ -53,6 +53,10 @@ func (r *Reloader) Load() error {
 	r.Gate.Swap(p)
 	r.digest = s.Digest
 	r.count("loaded")
+	if r.Metrics != nil {
+		r.Metrics.SnapshotInForce.Reset()
+		r.Metrics.SnapshotInForce.WithLabelValues(s.Digest).Set(1)
+	}
 	r.Log.Info("policy snapshot in force", "digest", s.Digest, "policy", s.Policy, "generation", s.Generation, "rules", len(s.Rules))
 	return nil
 }

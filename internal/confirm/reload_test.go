@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/testutil"
@@ -105,5 +106,49 @@ func TestReloaderWithoutAGoodSnapshotRefuses(t *testing.T) {
 	}
 	if d := g.Decide(&gate.Call{Tool: "read", Input: map[string]any{}}); d.Verdict != gate.Block || d.Code != gate.CodeSnapshotMissing {
 		t.Fatalf("decision %+v", d)
+	}
+}
+
+// TestReloaderNamesTheSnapshotInForce: the metrics (served apart from the gate API) carry the
+// digest of the snapshot in force, one series, moved on a swap and kept on a bad update.
+func TestReloaderNamesTheSnapshotInForce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, gate.SnapshotFileName)
+	first, firstDigest := snapshotBytes(t, "first")
+	second, secondDigest := snapshotBytes(t, "second")
+	reg := prometheus.NewRegistry()
+	r := &Reloader{Gate: gate.New(""), Path: path, Log: logr.Discard(), Metrics: NewMetrics(reg)}
+	inForce := func() map[string]float64 {
+		t.Helper()
+		out := map[string]float64{}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "confirmer_snapshot_in_force" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "digest" {
+						out[l.GetValue()] = m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		return out
+	}
+	for _, step := range []struct {
+		data []byte
+		want string
+	}{{first, firstDigest}, {second, secondDigest}, {[]byte(`{"apiVersion":"tampered"`), secondDigest}} {
+		if err := os.WriteFile(path, step.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_ = r.Load()
+		if got := inForce(); len(got) != 1 || got[step.want] != 1 {
+			t.Fatalf("confirmer_snapshot_in_force %v, want %s alone", got, step.want)
+		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 // flag's default: Args leaves it out, so parsing fills in the default.
 type Config struct {
 	Listen                  string
+	MetricsListen           string
 	Snapshot                string
 	HarnessSettings         string
 	AnthropicBaseURL        string
@@ -40,6 +41,7 @@ type Config struct {
 	Namespace               string
 	Policy                  string
 	AllowedServiceAccounts  []string
+	TokenAudience           string
 	WebhookSigningKeyFile   string
 	LeaderElect             bool
 	LeaderElectionNamespace string
@@ -59,8 +61,10 @@ type Config struct {
 func Defaults() Config {
 	return Config{
 		Listen:                ":8080",
+		MetricsListen:         ":8081",
 		Snapshot:              "/opt/intutic/hooks/" + gate.SnapshotFileName,
 		AnthropicBaseURL:      anthropic.DefaultBaseURL,
+		TokenAudience:         DefaultTokenAudience,
 		PollInterval:          10 * time.Second,
 		HumanApprovalDeadline: 15 * time.Minute,
 		LeaderElectionID:      "gate-confirmer",
@@ -70,6 +74,18 @@ func Defaults() Config {
 		WebhookQueue:          1024,
 		ShutdownGrace:         25 * time.Second,
 	}
+}
+
+// DefaultTokenAudience is the audience callers' tokens are bound to for a confirmer started
+// without --token-audience (gateapi.DefaultTokenAudience). The SessionConfirmer controller
+// gives each confirmer its own, TokenAudience.
+const DefaultTokenAudience = "gate.intutic.io/confirmer"
+
+// TokenAudience is the audience of the SessionConfirmer namespace/name: the callers of its gate
+// API present projected ServiceAccount tokens bound to it, and a token for one confirmer is not
+// taken by another.
+func TokenAudience(namespace, name string) string {
+	return DefaultTokenAudience + "/" + namespace + "/" + name
 }
 
 // field is one flag: its name, its help, and a pointer into a Config (*string, *bool, *int,
@@ -82,7 +98,8 @@ type field struct {
 // fields is the one table of the flags, in the order Args renders them.
 func (c *Config) fields() []field {
 	return []field{
-		{"listen", "address of the gate HTTP API, webhook receiver, probes and metrics", &c.Listen},
+		{"listen", "address of the gate HTTP API, webhook receiver and probes", &c.Listen},
+		{"metrics-listen", "address of /metrics, a listener apart from the gate API's (empty: no metrics served)", &c.MetricsListen},
 		{"snapshot", "policy snapshot file (from the policy's bootstrap ConfigMap)", &c.Snapshot},
 		{"harness-settings", "harness-settings.json to serve, with the harness-network-policy.json beside it (default: beside the snapshot)", &c.HarnessSettings},
 		{"anthropic-base-url", "base URL of the Anthropic API", &c.AnthropicBaseURL},
@@ -99,6 +116,7 @@ func (c *Config) fields() []field {
 		{"namespace", "the namespace of the SessionConfirmer and its ToolApprovals (default: the pod's namespace)", &c.Namespace},
 		{"policy", "the HarnessAgentPolicy whose rules hold the calls, named in each ToolApproval (approvers need the verb approve on it)", &c.Policy},
 		{"allowed-service-accounts", "comma-separated namespace/name or namespace/* allowed to call the gate API", &c.AllowedServiceAccounts},
+		{"token-audience", "the audience callers' ServiceAccount tokens must be bound to (a projected token with this audience); a token for the API server is refused", &c.TokenAudience},
 		{"webhook-signing-key-file", "file holding the Standard Webhooks signing key (whsec_...); empty disables the receiver", &c.WebhookSigningKeyFile},
 		{"leader-elect", "standby replicas: run the watch loop only on the replica holding the Lease --leader-election-id (see --members-lease for replicas that share the work)", &c.LeaderElect},
 		{"leader-election-namespace", "namespace of the Lease of --leader-elect or --members-lease (default: the pod's namespace)", &c.LeaderElectionNamespace},
@@ -189,6 +207,12 @@ func (c Config) Validate() error {
 	}
 	if c.InsecureNoAuth && !loopback(c.Listen) {
 		return fmt.Errorf("--insecure-no-auth is refused: --listen %q is not a loopback address", c.Listen)
+	}
+	if c.TokenAudience == "" {
+		return errors.New("--token-audience is required: callers' tokens are bound to it")
+	}
+	if c.MetricsListen != "" && c.MetricsListen == c.Listen {
+		return fmt.Errorf("--metrics-listen %q is --listen: /metrics is served apart from the gate API", c.MetricsListen)
 	}
 	if c.MembersLease != "" && c.AnthropicAPIKeyFile == "" {
 		return errors.New("--members-lease needs --anthropic-api-key-file: the replicas share the answering of sessions")

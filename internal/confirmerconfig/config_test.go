@@ -26,6 +26,7 @@ func parse(t *testing.T, args []string) Config {
 func full() Config {
 	return Config{
 		Listen:                  "127.0.0.1:9090",
+		MetricsListen:           "127.0.0.1:9091",
 		Snapshot:                "/etc/gate/bootstrap/policy-snapshot.rules",
 		HarnessSettings:         "/etc/gate/bootstrap/harness-settings.json",
 		AnthropicBaseURL:        "https://anthropic.example.org",
@@ -42,6 +43,7 @@ func full() Config {
 		Namespace:               "agents",
 		Policy:                  "coding-agents",
 		AllowedServiceAccounts:  []string{"agents/orchestrator", "tools/*"},
+		TokenAudience:           "gate.intutic.io/confirmer/agents/coding-agents",
 		WebhookSigningKeyFile:   "/etc/gate/webhook/signing-key",
 		LeaderElectionNamespace: "agents",
 		LeaderElectionID:        "coding-agents-confirmer",
@@ -99,13 +101,13 @@ func TestArgsRoundTrip(t *testing.T) {
 func TestArgsForm(t *testing.T) {
 	got := full().Args()
 	want := []string{
-		"--listen=127.0.0.1:9090", "--snapshot=/etc/gate/bootstrap/policy-snapshot.rules",
+		"--listen=127.0.0.1:9090", "--metrics-listen=127.0.0.1:9091", "--snapshot=/etc/gate/bootstrap/policy-snapshot.rules",
 		"--harness-settings=/etc/gate/bootstrap/harness-settings.json", "--anthropic-base-url=https://anthropic.example.org",
 		"--anthropic-api-key-file=/etc/gate/anthropic/api-key", "--anthropic-ca-file=/etc/gate/ca/proxy.pem", "--workspace=ws_123",
 		"--anthropic-workspace-id=wrkspc_1", "--agent-ids=agent_1,agent_2", "--poll-interval=3s", "--human-approval-deadline=1h30m0s",
 		"--human-approval-show-input", "--confirmer-name=coding-agents", "--confirmer-uid=6d3c9b1e-2f4a-4c55-9d0e-7a1b2c3d4e5f", "--namespace=agents",
 		"--policy=coding-agents",
-		"--allowed-service-accounts=agents/orchestrator,tools/*", "--webhook-signing-key-file=/etc/gate/webhook/signing-key",
+		"--allowed-service-accounts=agents/orchestrator,tools/*", "--token-audience=gate.intutic.io/confirmer/agents/coding-agents", "--webhook-signing-key-file=/etc/gate/webhook/signing-key",
 		"--leader-election-namespace=agents", "--leader-election-id=coding-agents-confirmer",
 		"--leader-election-identity=pod-1", "--members-lease=coding-agents-confirmer", "--stream-idle-timeout=45s", "--max-streams=16", "--webhook-workers=2",
 		"--webhook-queue=64", "--shutdown-grace=5s", "--insecure-no-auth", "--kubeconfig=/home/me/.kube/config",
@@ -124,6 +126,8 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	for want, args := range map[string][]string{
 		"--anthropic-api-key-file":           {"--agent-ids=agent_1"},
 		"--insecure-no-auth":                 {"--listen=:8080", "--insecure-no-auth"},
+		"--token-audience":                   {"--token-audience="},
+		"--metrics-listen":                   {"--metrics-listen=:8080"},
 		"--webhook-signing-key-file":         {"--webhook-signing-key-file=/k"},
 		"poll-interval":                      {"--poll-interval=often"},
 		"max-streams":                        {"--max-streams=many"},
@@ -136,5 +140,21 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		if _, err := Parse(fs, args); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error naming %s", args, err, want)
 		}
+	}
+}
+
+// TestMetricsApartAndAudience: by default /metrics has a listener of its own, not the gate
+// API's, and callers' tokens are bound to the confirmer's audience; a SessionConfirmer's
+// audience names it.
+func TestMetricsApartAndAudience(t *testing.T) {
+	d := parse(t, nil)
+	if d.MetricsListen == "" || d.MetricsListen == d.Listen {
+		t.Errorf("metrics listen %q, API listen %q: want a listener of its own", d.MetricsListen, d.Listen)
+	}
+	if d.TokenAudience != DefaultTokenAudience {
+		t.Errorf("token audience %q, want %s", d.TokenAudience, DefaultTokenAudience)
+	}
+	if got := TokenAudience("agents", "coding-agents"); got != "gate.intutic.io/confirmer/agents/coding-agents" {
+		t.Errorf("TokenAudience = %q", got)
 	}
 }

@@ -5,6 +5,7 @@ package gate
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -26,34 +27,39 @@ import (
 // type-checked it, so a one-shot gate-hook-cel plans it without parsing: cel-go's first parse
 // builds ANTLR's tables, about a millisecond, and each parse and check costs tens of
 // microseconds more. It is a cache, never a source of truth: it is used only for the snapshot
-// whose digest it names, only by a build of the same cel-go version and file format, and any
-// problem with it (absent, unreadable, another snapshot's, another version's, an entry that
-// does not decode, plan or yield a bool) makes the rule compile from its source, as it would
-// without the file.
+// whose digest it names, only by a build of the same cel-go version and file format whose CEL
+// environments declare what the ones the file was checked in declared (envDigest: the digests
+// of the base and the full environment), and any problem with it (absent, unreadable, another
+// snapshot's, another version's or environment's, an entry that does not decode, plan or
+// yield a bool) makes the rule compile from its source, as it would without the file: a
+// mismatch never plans an expression against declarations it was not checked with.
 
-// checkedFormat names the file's format and the environment the expressions were checked in;
-// it changes when either does, so files written for another never match.
-const checkedFormat = "gate.intutic.io/checked-rules/v2"
+// checkedFormat names the file's format; the environments are named by their digests.
+const checkedFormat = "gate.intutic.io/checked-rules/v3"
 
 // The file is text, one field per line, so a rule's entry is found without decoding the others
 // (a JSON form cost gate-hook-cel 0.4 ms to decode, measured, for 100 rules):
 //
-//	gate.intutic.io/checked-rules/v2
+//	gate.intutic.io/checked-rules/v3
 //	cel <cel-go version>
+//	env <digest of the base environment> <digest of the full environment>
 //	snapshot <the snapshot's digest>
 //	rules <how many>
 //	<one line per rule, in the snapshot's order: its serialized
 //	 google.api.expr.v1alpha1.CheckedExpr in standard base64, or "-" for a rule without a when>
 type checkedFile struct {
-	CEL            string
-	SnapshotDigest string
+	CEL string
+	// BaseEnv and FullEnv are the envDigests of the environments the rules were checked in:
+	// a rule that names nothing of callLibrary is planned in the base one, others in the full.
+	BaseEnv, FullEnv string
+	SnapshotDigest   string
 	// Rules are the serialized CheckedExprs in base64, nil for a rule without a when.
 	Rules [][]byte
 }
 
 func (f *checkedFile) encode() []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s\ncel %s\nsnapshot %s\nrules %d\n", checkedFormat, f.CEL, f.SnapshotDigest, len(f.Rules))
+	fmt.Fprintf(&b, "%s\ncel %s\nenv %s %s\nsnapshot %s\nrules %d\n", checkedFormat, f.CEL, f.BaseEnv, f.FullEnv, f.SnapshotDigest, len(f.Rules))
 	for _, r := range f.Rules {
 		if r == nil {
 			b.WriteString("-\n")
@@ -69,17 +75,19 @@ func (f *checkedFile) encode() []byte {
 // when the file is not in this format.
 func parseCheckedFile(data []byte) (f checkedFile, ok bool) {
 	lines := bytes.Split(data, []byte("\n"))
-	if len(lines) < 5 || string(lines[0]) != checkedFormat || len(lines[len(lines)-1]) != 0 {
+	if len(lines) < 6 || string(lines[0]) != checkedFormat || len(lines[len(lines)-1]) != 0 {
 		return checkedFile{}, false
 	}
 	version, ok1 := bytes.CutPrefix(lines[1], []byte("cel "))
-	digest, ok2 := bytes.CutPrefix(lines[2], []byte("snapshot "))
-	n, ok3 := bytes.CutPrefix(lines[3], []byte("rules "))
-	entries := lines[4 : len(lines)-1]
-	if !ok1 || !ok2 || !ok3 || string(n) != strconv.Itoa(len(entries)) {
+	envs, ok2 := bytes.CutPrefix(lines[2], []byte("env "))
+	baseEnv, fullEnv, ok3 := bytes.Cut(envs, []byte(" "))
+	digest, ok4 := bytes.CutPrefix(lines[3], []byte("snapshot "))
+	n, ok5 := bytes.CutPrefix(lines[4], []byte("rules "))
+	entries := lines[5 : len(lines)-1]
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || string(n) != strconv.Itoa(len(entries)) {
 		return checkedFile{}, false
 	}
-	f = checkedFile{CEL: string(version), SnapshotDigest: string(digest), Rules: entries}
+	f = checkedFile{CEL: string(version), BaseEnv: string(baseEnv), FullEnv: string(fullEnv), SnapshotDigest: string(digest), Rules: entries}
 	for i, e := range entries {
 		if string(e) == "-" {
 			f.Rules[i] = nil
@@ -110,7 +118,10 @@ func encodeChecked(digest string, checked []*cel.Ast) ([]byte, error) {
 	if !slices.ContainsFunc(checked, func(a *cel.Ast) bool { return a != nil }) {
 		return nil, nil
 	}
-	f := checkedFile{CEL: celVersion(), SnapshotDigest: digest, Rules: make([][]byte, len(checked))}
+	f := checkedFile{CEL: celVersion(), BaseEnv: baseEnvDigest(), FullEnv: fullEnvDigest(), SnapshotDigest: digest, Rules: make([][]byte, len(checked))}
+	if f.BaseEnv == "" || f.FullEnv == "" {
+		return nil, errors.New("the CEL environments cannot be built, so the checked rules file cannot name them")
+	}
 	if strings.ContainsAny(f.CEL+f.SnapshotDigest, "\n\r") {
 		return nil, fmt.Errorf("the checked rules file cannot carry %q and %q on one line each", f.CEL, f.SnapshotDigest)
 	}
@@ -141,6 +152,7 @@ type precompiled struct {
 
 	once    sync.Once
 	entries [][]byte // in base64
+	fullEnv string   // the digest of the full environment the file's rules were checked in
 }
 
 func newPrecompiled(path string, s *Snapshot) *precompiled {
@@ -153,10 +165,16 @@ func (p *precompiled) load() {
 		return
 	}
 	f, ok := parseCheckedFile(data)
-	if !ok || f.CEL != celVersion() || f.SnapshotDigest != p.digest || len(f.Rules) != p.rules {
+	if !ok || f.CEL != celVersion() || f.SnapshotDigest != p.digest || len(f.Rules) != p.rules || f.BaseEnv != baseEnvDigest() {
 		return
 	}
-	p.entries = f.Rules
+	p.entries, p.fullEnv = f.Rules, f.FullEnv
+}
+
+// checkedIn reports whether the file's expressions were checked in the environment this build
+// plans one in: the base one (load compared its digest), or the full one when full.
+func (p *precompiled) checkedIn(full bool) bool {
+	return p != nil && p.entries != nil && (!full || p.fullEnv == fullEnvDigest())
 }
 
 // ast returns rule i's checked expression, or nil when the file does not have one to trust.

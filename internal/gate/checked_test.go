@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"cel.dev/cel-go/cel"
 )
 
 var checkedRules = []Rule{
@@ -115,8 +118,12 @@ func TestCheckedRulesAgree(t *testing.T) {
 	if !bytes.Equal(f.encode(), checked) {
 		t.Fatal("the checked rules file does not encode back to itself")
 	}
-	version, badEntry := f, f
+	version, badEntry, baseEnv, fullEnv := f, f, f, f
 	version.CEL = "v0.0.1"
+	// Files checked in an environment that declared otherwise (a variable, a function, an
+	// overload more or less) than this build's: the digest of the declarations differs.
+	baseEnv.BaseEnv = "sha256:" + strings.Repeat("0", 64)
+	fullEnv.FullEnv = "sha256:" + strings.Repeat("0", 64)
 	badEntry.Rules = append([][]byte{}, f.Rules...)
 	badEntry.Rules[0] = []byte("bm90IGEgQ2hlY2tlZEV4cHI=") // base64 of "not a CheckedExpr"
 	format := bytes.Replace(checked, []byte(checkedFormat), []byte("gate.intutic.io/checked-rules/v1"), 1)
@@ -129,6 +136,8 @@ func TestCheckedRulesAgree(t *testing.T) {
 		{"another snapshot's", otherChecked, -1},
 		{"another format", format, -1},
 		{"another cel-go", version.encode(), -1},
+		{"another base environment's", baseEnv.encode(), -1},
+		{"another full environment's", fullEnv.encode(), -1},
 		{"not this format", []byte("{"), -1},
 		{"an entry short", truncated, -1},
 		{"a bad entry", badEntry.encode(), 1},
@@ -138,5 +147,70 @@ func TestCheckedRulesAgree(t *testing.T) {
 		if c.checks >= 0 && checks != c.checks || c.checks < 0 && checks == 0 {
 			t.Errorf("%s: %d expressions were parsed and checked", c.name, checks)
 		}
+	}
+}
+
+// TestEnvDigestFollowsDeclarations: the digest a checked rules file is bound to changes with any
+// declaration the environment gains (a variable, a function, an overload of one it has, a
+// library), is the same for two builds of one environment, and tells the two environments
+// apart; a file checked in the environment before the change is not used (its rules compile
+// from their source).
+func TestEnvDigestFollowsDeclarations(t *testing.T) {
+	base, err := baseEnvironment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := environment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := envDigest(base)
+	if !strings.HasPrefix(d, "sha256:") || len(d) != len("sha256:")+64 {
+		t.Fatalf("digest %q", d)
+	}
+	if envDigest(full) == d {
+		t.Fatal("the base and the full environment have one digest")
+	}
+	again, err := cel.NewEnv(baseOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if envDigest(again) != d {
+		t.Fatal("two builds of the base environment have different digests")
+	}
+	str := cel.StringType
+	for name, opt := range map[string]cel.EnvOption{
+		"a variable":                cel.Variable("extra", str),
+		"a variable's type":         cel.Variable(varTool, cel.DynType),
+		"a function":                cel.Function("extra", cel.Overload("extra_string", []*cel.Type{str}, str)),
+		"an overload of a function": cel.Function("size", cel.Overload("size_extra_int", []*cel.Type{cel.IntType}, cel.IntType)),
+		"a member overload":         cel.Function("extra", cel.MemberOverload("string_extra", []*cel.Type{str}, cel.BoolType)),
+		"a library":                 cel.OptionalTypes(),
+	} {
+		extended, err := base.Extend(opt)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if envDigest(extended) == d {
+			t.Errorf("adding %s leaves the digest as it was", name)
+		}
+	}
+
+	// A file checked in the environment before the change names the old digest: this build
+	// does not use it.
+	s, checked, err := BuildSnapshotChecked(PolicyMeta{Policy: "agents/p", Generation: 1}, checkedRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := s.Encode()
+	f, ok := parseCheckedFile(checked)
+	if !ok || f.BaseEnv != d || f.FullEnv != envDigest(full) {
+		t.Fatalf("the checked rules file names environments %q %q, want %q %q", f.BaseEnv, f.FullEnv, d, envDigest(full))
+	}
+	extended, _ := base.Extend(cel.Variable("extra", str))
+	old := f
+	old.BaseEnv = envDigest(extended)
+	if _, checks := decideFromFile(t, writeBundle(t, data, old.encode())); checks == 0 {
+		t.Fatal("a file checked in another environment was used")
 	}
 }

@@ -48,16 +48,21 @@ func environment() (*cel.Env, error) {
 // whose rules do not use them never builds them (a tenth of a millisecond).
 func baseEnvironment() (*cel.Env, error) {
 	baseOnce.Do(func() {
-		baseEnv, baseErr = cel.NewEnv(
-			cel.Variable(varTool, cel.StringType),
-			cel.Variable(varServer, cel.StringType),
-			cel.Variable(varInput, cel.MapType(cel.StringType, cel.DynType)),
-			cel.Variable(varSurface, cel.StringType),
-			cel.Variable(varSession, cel.StringType),
-			ext.Strings(),
-		)
+		baseEnv, baseErr = cel.NewEnv(baseOptions()...)
 	})
 	return baseEnv, baseErr
+}
+
+// baseOptions are the options of baseEnvironment.
+func baseOptions() []cel.EnvOption {
+	return []cel.EnvOption{
+		cel.Variable(varTool, cel.StringType),
+		cel.Variable(varServer, cel.StringType),
+		cel.Variable(varInput, cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable(varSurface, cel.StringType),
+		cel.Variable(varSession, cel.StringType),
+		ext.Strings(),
+	}
 }
 
 // ruleEnvironment is the environment a rule's expression is checked and planned in: the base
@@ -138,10 +143,13 @@ func (l *lazyProgram) checkPrecompiled() bool {
 		return false
 	}
 	env, err := baseEnvironment()
-	if err == nil && usesCallLibrary(checked.Expr()) {
+	full := usesCallLibrary(checked.Expr())
+	if err == nil && full {
 		env, err = environment()
 	}
-	if err != nil {
+	// The expression was checked in an environment that declared what this one declares, or
+	// it is not used: its overload IDs and types mean only what that environment said.
+	if err != nil || !l.pre.checkedIn(full) {
 		return false
 	}
 	if out := checked.GetType(checked.Expr().ID()); !out.IsExactType(cel.BoolType) && !out.IsExactType(cel.DynType) {

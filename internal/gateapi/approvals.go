@@ -59,6 +59,21 @@ func (a *API) createApproval(ctx context.Context, surface gatev1.ApprovalSurface
 	return ta.Name, nil
 }
 
+// CodeApprovalNotTrusted is the code of an answer about an object of an approval's name that
+// this confirmer did not write for the call: it is never used, and no human can approve the
+// call through it (a new tool-call id makes a new approval).
+const CodeApprovalNotTrusted = "approval_not_trusted"
+
+// notTrustedMessage is the refusal of such an object; it names the fields that differ, never
+// their values.
+func notTrustedMessage(err error) string {
+	var nt *approvals.NotTrustedError
+	if errors.As(err, &nt) {
+		return gate.RefusalPrefix + nt.Error()
+	}
+	return gate.RefusalPrefix + "the ToolApproval of this call exists and does not describe it: it is not used, and the call is denied"
+}
+
 // approvalResponse is GET /v1/approvals/{name}.
 type approvalResponse struct {
 	Name string `json:"name"`
@@ -70,9 +85,15 @@ type approvalResponse struct {
 	ExpiresAt time.Time                `json:"expiresAt"`
 }
 
-// getApproval answers GET /v1/approvals/{name} for the approvals of this confirmer (its
-// cache holds no others): 404 for any other name. An Approved without the approver recorded,
-// or recorded after the deadline, is reported Pending: the caller must not run the call on it.
+// getApproval answers GET /v1/approvals/{name} for the approvals of this confirmer's HTTP
+// surfaces: 404 for any other name, 409 (code approval_not_trusted) for an object of that name
+// the confirmer did not write as it writes them (Store.TrustedObject: owner, labels, policy,
+// surface, a name that is the hash of its spec's call, preview and deadline). An Approved
+// without the approver recorded, or recorded after the deadline, is reported Pending: the
+// caller must not run the call on it. Past the deadline a Pending approval is reported Expired
+// only once Expired is recorded (the API server's clock measures the deadline, and an approval
+// it admits before then counts); until then, for at most approvals.ExpiryGrace, it reads
+// Pending.
 func (a *API) getApproval(w http.ResponseWriter, r *http.Request, _ string) {
 	if a.Approvals == nil {
 		writeError(w, http.StatusNotFound, errNoApprovals.Error())
@@ -89,7 +110,30 @@ func (a *API) getApproval(w http.ResponseWriter, r *http.Request, _ string) {
 		writeError(w, http.StatusServiceUnavailable, "the ToolApproval could not be read; retry")
 		return
 	}
-	resp := approvalResponse{Name: ta.Name, State: approvals.EffectiveState(ta, a.Approvals.Now()), ExpiresAt: ta.Spec.ExpiresAt.UTC()}
+	if ta.Spec.Surface == gatev1.SurfaceManagedAgents || !a.Approvals.TrustedObject(ta) {
+		writeJSONStatus(w, http.StatusConflict, map[string]string{"error": gate.RefusalPrefix + "ToolApproval " + name +
+			" was not written by this confirmer for a call of its HTTP surfaces: it is not used, and its call must not run", "code": CodeApprovalNotTrusted})
+		return
+	}
+	now := a.Approvals.Now()
+	state := approvals.EffectiveState(ta, now)
+	if !ta.Status.State.Final() && !now.Before(ta.Spec.ExpiresAt.Time) {
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		fresh, err := a.Approvals.Expire(ctx, ta)
+		cancel()
+		switch {
+		case err == nil, errors.Is(err, approvals.ErrSettled):
+			ta, state = fresh, approvals.EffectiveState(fresh, now)
+		case now.Before(ta.Spec.ExpiresAt.Add(approvals.ExpiryGrace)):
+			// Refused (the API server's clock, which measures the deadline, is behind) or failed:
+			// a human may still answer, so the caller reads Pending until Expired is recorded.
+			a.requestLog(r).Error(err, "recording Expired; the caller reads Pending until it is", "approval", name)
+			state = gatev1.ApprovalPending
+		default:
+			a.requestLog(r).Error(err, "recording Expired; the caller reads Expired without it", "approval", name)
+		}
+	}
+	resp := approvalResponse{Name: ta.Name, State: state, ExpiresAt: ta.Spec.ExpiresAt.UTC()}
 	if d := ta.Status.Decision; d != nil && resp.State == ta.Status.State {
 		resp.Message, resp.User = d.Message, d.User
 	}

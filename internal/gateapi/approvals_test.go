@@ -29,6 +29,13 @@ import (
 // confirmer's cache is the client itself here); funcs intercept its calls.
 func approvalAPI(t *testing.T, funcs interceptor.Funcs, withApprovals bool) (*httptest.Server, client.Client) {
 	t.Helper()
+	srv, cl, _ := approvalAPIOf(t, funcs, withApprovals)
+	return srv, cl
+}
+
+// approvalAPIOf is approvalAPI, with the API it serves.
+func approvalAPIOf(t *testing.T, funcs interceptor.Funcs, withApprovals bool) (*httptest.Server, client.Client, *API) {
+	t.Helper()
 	s := runtime.NewScheme()
 	if err := gatev1.AddToScheme(s); err != nil {
 		t.Fatal(err)
@@ -45,7 +52,7 @@ func approvalAPI(t *testing.T, funcs interceptor.Funcs, withApprovals bool) (*ht
 	}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return srv, cl
+	return srv, cl, api
 }
 
 // do sends a request with the headers given and returns the status, headers and raw body.

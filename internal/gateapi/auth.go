@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,8 +25,13 @@ type TokenReviewer interface {
 }
 
 // Authenticator admits callers of the gate HTTP API by their ServiceAccount token: the token
-// is checked with a TokenReview and the ServiceAccount must be on the allow-list
-// (namespace/name or namespace/*).
+// is checked with a TokenReview for the confirmer's audience and the ServiceAccount must be on
+// the allow-list (namespace/name or namespace/*).
+//
+// The token must be a projected one bound to Audience: the review asks for that audience and
+// a token the API server does not say is for it is refused, as a pod's default token (whose
+// audience is the API server) is. A caller therefore never hands the confirmer a token the
+// API server would take from it.
 //
 // Every unknown token costs the API server a review, so reviews are rationed: a token that
 // reviewed as authenticated is trusted for CacheTTL, one that did not is refused for
@@ -36,6 +42,8 @@ type TokenReviewer interface {
 type Authenticator struct {
 	Reviewer TokenReviewer
 	Allowed  []string
+	// Audience is the audience callers' tokens must be bound to; default DefaultTokenAudience.
+	Audience string
 	// CacheTTL is how long an authenticated token is trusted; default DefaultAuthCacheTTL.
 	CacheTTL time.Duration
 	// NegativeCacheTTL is how long a token that did not authenticate is refused without a
@@ -54,6 +62,9 @@ type Authenticator struct {
 
 // Defaults of the Authenticator.
 const (
+	// DefaultTokenAudience is the audience of a confirmer run without --token-audience; the
+	// SessionConfirmer controller gives each confirmer its own (TokenAudience).
+	DefaultTokenAudience = "gate.intutic.io/confirmer"
 	// DefaultAuthCacheTTL: a revoked token stops working within a minute, while a caller
 	// making a call per tool use costs one review a minute.
 	DefaultAuthCacheTTL = time.Minute
@@ -142,11 +153,18 @@ func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
 func (a *Authenticator) review(ctx context.Context, key [32]byte, token string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, orDefault(a.ReviewTimeout, DefaultReviewTimeout))
 	defer cancel()
-	res, err := a.Reviewer.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	audience := a.Audience
+	if audience == "" {
+		audience = DefaultTokenAudience
+	}
+	res, err := a.Reviewer.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("reviewing the token: %w", err)
 	}
-	if !res.Status.Authenticated || res.Status.User.Username == "" {
+	// An authenticated review whose status names no audience means the token is valid for the
+	// API server's audience (a reviewer that ignored spec.audiences answers the same way): it
+	// is refused like one that names another.
+	if !res.Status.Authenticated || res.Status.User.Username == "" || !slices.Contains(res.Status.Audiences, audience) {
 		a.rejected.Add(key, struct{}{}, orDefault(a.NegativeCacheTTL, DefaultAuthNegativeCacheTTL))
 		return "", nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -31,7 +32,7 @@ func (r *recordingReviewer) Create(_ context.Context, tr *authenticationv1.Token
 	r.mu.Unlock()
 	out := tr.DeepCopy()
 	if user, ok := r.valid[tr.Spec.Token]; ok {
-		out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: user}}
+		out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: tr.Spec.Audiences, User: authenticationv1.UserInfo{Username: user}}
 		return out, nil
 	}
 	<-r.hold
@@ -132,7 +133,7 @@ func TestFailedReviewIsRetried(t *testing.T) {
 			return nil, errors.New("the API server is unreachable")
 		}
 		out := tr.DeepCopy()
-		out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "system:serviceaccount:agents:orchestrator"}}
+		out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: tr.Spec.Audiences, User: authenticationv1.UserInfo{Username: "system:serviceaccount:agents:orchestrator"}}
 		return out, nil
 	})}
 	if _, err := authenticate(a, "t"); authStatus(err) != 503 {
@@ -140,5 +141,54 @@ func TestFailedReviewIsRetried(t *testing.T) {
 	}
 	if sa, err := authenticate(a, "t"); err != nil || sa != "agents/orchestrator" || calls != 2 {
 		t.Fatalf("retry: %q %v after %d reviews", sa, err, calls)
+	}
+}
+
+// TestTokenAudienceIsRequired: the review asks for the confirmer's audience, and a token the
+// API server authenticates for another audience (its own, as a pod's default token has, or
+// none said) is refused: a caller never hands the confirmer a token the API server takes.
+func TestTokenAudienceIsRequired(t *testing.T) {
+	const sa = "system:serviceaccount:agents:orchestrator"
+	for name, c := range map[string]struct {
+		audience  string   // the Authenticator's; "" is the default
+		audiences []string // what the review answers
+		ok        bool
+	}{
+		"the confirmer's audience":     {"", []string{DefaultTokenAudience}, true},
+		"a set audience":               {"gate.intutic.io/confirmer/agents/coding-agents", []string{"gate.intutic.io/confirmer/agents/coding-agents"}, true},
+		"no audience said":             {"", nil, false},
+		"the API server's audience":    {"", []string{"https://kubernetes.default.svc.cluster.local"}, false},
+		"another confirmer's audience": {"gate.intutic.io/confirmer/agents/a", []string{"gate.intutic.io/confirmer/agents/b"}, false},
+		"the default, not the set one": {"gate.intutic.io/confirmer/agents/a", []string{DefaultTokenAudience}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			want := c.audience
+			if want == "" {
+				want = DefaultTokenAudience
+			}
+			var asked []string
+			a := &Authenticator{Audience: c.audience, Allowed: []string{"agents/orchestrator"}, Reviewer: reviewerFunc(func(_ context.Context, tr *authenticationv1.TokenReview) (*authenticationv1.TokenReview, error) {
+				asked = tr.Spec.Audiences
+				out := tr.DeepCopy()
+				out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: c.audiences, User: authenticationv1.UserInfo{Username: sa}}
+				return out, nil
+			})}
+			got, err := authenticate(a, "secret-token")
+			if len(asked) != 1 || asked[0] != want {
+				t.Errorf("the review asked for audiences %q, want [%s]", asked, want)
+			}
+			if c.ok {
+				if err != nil || got != "agents/orchestrator" {
+					t.Fatalf("authenticate: %q %v", got, err)
+				}
+				return
+			}
+			if authStatus(err) != 401 {
+				t.Fatalf("authenticate: %q %v, want a 401", got, err)
+			}
+			if strings.Contains(err.Error(), "secret-token") {
+				t.Fatalf("the error shows the token: %v", err)
+			}
+		})
 	}
 }

@@ -27,9 +27,10 @@ func auditedAPI(t *testing.T) (*apiFixture, *logSink) {
 		Gatherer:  reg,
 		Log:       logs.logger(),
 	}
-	srv := httptest.NewServer(api.Handler())
+	srv, metrics := httptest.NewServer(api.Handler()), httptest.NewServer(api.MetricsHandler())
 	t.Cleanup(srv.Close)
-	return &apiFixture{srv: srv}, logs
+	t.Cleanup(metrics.Close)
+	return &apiFixture{srv: srv, metrics: metrics}, logs
 }
 
 // assertWouldBlockLine finds the audit line of rm -rf / under the audited coding-agents rules.
@@ -107,7 +108,7 @@ func TestAuditedBlockOnEachRoute(t *testing.T) {
 
 func scrape(t *testing.T, f *apiFixture) string {
 	t.Helper()
-	resp, err := http.Get(f.srv.URL + "/metrics")
+	resp, err := http.Get(f.metrics.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/approvals"
 	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
 )
@@ -153,7 +154,10 @@ func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller st
 			held := heldApproval{ApprovalID: p.ApprovalID, ToolCallID: tc.ToolCallID, ToolName: tc.ToolName, Reason: d.Reason, IncidentID: d.IncidentID, Would: d.Would}
 			if create {
 				// Without its ToolApproval a human could never answer the call: the request fails, and is retried.
-				if held.ApprovalName, err = a.createApproval(r.Context(), gatev1.SurfaceHarness, req.Session, p.ApprovalID, tc.ToolName, d, tc.Input); err != nil {
+				if held.ApprovalName, err = a.createApproval(r.Context(), gatev1.SurfaceHarness, req.Session, p.ApprovalID, tc.ToolName, d, tc.Input); errors.Is(err, approvals.ErrNotTrusted) {
+					writeJSONStatus(w, http.StatusConflict, map[string]string{"error": "pendingApprovals[" + strconv.Itoa(i) + "]: " + notTrustedMessage(err), "code": CodeApprovalNotTrusted})
+					return
+				} else if err != nil {
 					writeError(w, http.StatusServiceUnavailable, "the ToolApproval of pendingApprovals["+strconv.Itoa(i)+"] could not be created; retry")
 					return
 				}
@@ -257,6 +261,12 @@ func (a *API) needsApproval(w http.ResponseWriter, r *http.Request, caller strin
 		body := withWould(map[string]any{"needsApproval": true, "reason": d.Reason, "incidentId": d.IncidentID}, d)
 		if create {
 			name, err := a.createApproval(r.Context(), gatev1.SurfaceWorkflow, req.Session, req.ToolCallID, req.ToolName, d, req.Input)
+			if errors.Is(err, approvals.ErrNotTrusted) {
+				// Never adopted, and no retry makes it this call's: the call is refused.
+				writeJSONStatus(w, http.StatusConflict, fatalError{Name: "FatalError", Fatal: true, Message: notTrustedMessage(err), Reason: d.Reason,
+					Code: CodeApprovalNotTrusted, IncidentID: d.IncidentID})
+				return
+			}
 			if err != nil {
 				// The durable step retries on 503; a human could not answer without the object.
 				writeJSONStatus(w, http.StatusServiceUnavailable, map[string]any{"name": "RetryableError", "message": "the ToolApproval could not be created; retry", "incidentId": d.IncidentID})

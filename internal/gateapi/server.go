@@ -22,14 +22,15 @@ import (
 )
 
 // API serves the gate over HTTP to harness and workflow code, and receives Managed Agents
-// webhooks. Every route but the probes, metrics and the webhook needs an authenticated caller,
-// unless Auth is nil (the --insecure-no-auth development mode, loopback only).
+// webhooks. Every route but the probes and the webhook needs an authenticated caller, unless
+// Auth is nil (the --insecure-no-auth development mode, loopback only). /metrics is not among
+// them: MetricsHandler serves it on a listener of its own (--metrics-listen), so the callers
+// of the API port see no more of the confirmer than its answers.
 type API struct {
-	Gate     *gate.Gate
-	Reloader *confirm.Reloader
-	Auth     *Authenticator
-	Webhook  *anthropic.WebhookVerifier // nil: no webhook receiver
-	Queue    *confirm.Queue
+	Gate    *gate.Gate
+	Auth    *Authenticator
+	Webhook *anthropic.WebhookVerifier // nil: no webhook receiver
+	Queue   *confirm.Queue
 	// Approvals, when set, lets callers of the harness and workflow routes opt in to the human
 	// lane (approvals.go) and serves GET /v1/approvals/{name}.
 	Approvals *approvals.Store
@@ -38,8 +39,9 @@ type API struct {
 	HarnessSettings string
 	// Decisions, when set, records every decision the API makes (decisionlog).
 	Decisions *decisionlog.Recorder
-	Gatherer  prometheus.Gatherer
-	Log       logr.Logger
+	// Gatherer is what MetricsHandler serves.
+	Gatherer prometheus.Gatherer
+	Log      logr.Logger
 	// MaxWebhookBodies bounds the webhook bodies being read at once; beyond it the route
 	// answers 503 with Retry-After. Default DefaultMaxWebhookBodies.
 	MaxWebhookBodies int
@@ -59,6 +61,13 @@ func (a *API) NewServer(addr string, o ServerOptions) *http.Server {
 	}
 }
 
+// NewMetricsServer is the HTTP server of MetricsHandler on addr, bounded like NewServer's.
+func (a *API) NewMetricsServer(addr string, o ServerOptions) *http.Server {
+	srv := a.NewServer(addr, o)
+	srv.Handler = a.MetricsHandler()
+	return srv
+}
+
 // Handler returns the routes.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -66,9 +75,6 @@ func (a *API) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n")) // a failed write means the prober left; there is no one to tell
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
-	if a.Gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(a.Gatherer, promhttp.HandlerOpts{}))
-	}
 	mux.HandleFunc("POST /v1/guard", a.authed(a.guard))
 	mux.HandleFunc("POST /v1/harness/approvals", a.authed(a.harnessApprovals))
 	mux.HandleFunc("POST /v1/workflow/needs-approval", a.authed(a.needsApproval))
@@ -83,9 +89,11 @@ func (a *API) Handler() http.Handler {
 	return mux
 }
 
+// readyz says whether a verified snapshot is loaded and, when not, the code of why. The probe
+// is unauthenticated and on the API port: it names no digest, path or error (the Reloader's log
+// says which snapshot is in force, and where a failed one was read).
 func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
 	if _, err := a.Gate.Policy(); err != nil {
-		// The probe is unauthenticated: the code says why, the Reloader's log says where.
 		reason := gate.CodeSnapshotMissing
 		var se *gate.SnapshotError
 		if errors.As(err, &se) {
@@ -94,11 +102,7 @@ func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
 		writeJSONStatus(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": reason})
 		return
 	}
-	digest := ""
-	if a.Reloader != nil {
-		digest = a.Reloader.Digest()
-	}
-	writeJSONStatus(w, http.StatusOK, map[string]any{"ready": true, "snapshotDigest": digest})
+	writeJSONStatus(w, http.StatusOK, map[string]any{"ready": true})
 }
 
 // requestLog is the logger for one request: the one its context carries, else the API's,
@@ -274,4 +278,15 @@ func (a *API) readHarnessFiles() (settings, policy []byte, err error) {
 func isJSONObject(data []byte) bool {
 	var v map[string]json.RawMessage
 	return json.Unmarshal(data, &v) == nil && v != nil
+}
+
+// MetricsHandler serves /metrics alone (Gatherer), for a listener apart from the API's: the
+// metrics name the snapshot in force, rule outcomes and the sessions' activity, which the
+// API's callers are not told.
+func (a *API) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	if a.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(a.Gatherer, promhttp.HandlerOpts{}))
+	}
+	return mux
 }

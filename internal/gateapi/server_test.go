@@ -37,13 +37,14 @@ func (f fakeReviewer) Create(_ context.Context, tr *authenticationv1.TokenReview
 	}
 	out := tr.DeepCopy()
 	if user, ok := f[tr.Spec.Token]; ok {
-		out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: user}}
+		out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: tr.Spec.Audiences, User: authenticationv1.UserInfo{Username: user}}
 	}
 	return out, nil
 }
 
 type apiFixture struct {
 	srv       *httptest.Server
+	metrics   *httptest.Server // the metrics listener, apart from srv
 	reg       *prometheus.Registry
 	fake      *anthropictest.Server
 	bundleDir string // holds the harness files GET /v1/harness/settings serves
@@ -80,9 +81,10 @@ func newAPI(t *testing.T, g *gate.Gate) *apiFixture {
 		Gatherer:        reg,
 		Log:             logr.Discard(),
 	}
-	srv := httptest.NewServer(api.Handler())
+	srv, metrics := httptest.NewServer(api.Handler()), httptest.NewServer(api.MetricsHandler())
 	t.Cleanup(srv.Close)
-	return &apiFixture{srv: srv, reg: reg, fake: fake, bundleDir: dir}
+	t.Cleanup(metrics.Close)
+	return &apiFixture{srv: srv, metrics: metrics, reg: reg, fake: fake, bundleDir: dir}
 }
 
 func (f *apiFixture) call(t *testing.T, method, path, token, body string) (int, map[string]any) {
@@ -236,27 +238,39 @@ func TestWorkflowNeedsApproval(t *testing.T) {
 	}
 }
 
+// TestProbesAndMetrics: the probes answer on the API port and say only whether the confirmer
+// is ready and, when not, the code of why: never the snapshot's digest. /metrics is served on
+// its own listener, never on the API port.
 func TestProbesAndMetrics(t *testing.T) {
 	empty := newAPI(t, gate.New(""))
-	if status, out := empty.call(t, "GET", "/readyz", "", ""); status != 503 || out["ready"] != false {
+	if status, out := empty.call(t, "GET", "/readyz", "", ""); status != 503 || out["ready"] != false || out["reason"] != gate.CodeSnapshotMissing || len(out) != 2 {
 		t.Fatalf("readyz without a snapshot: %d %v", status, out)
 	}
 	f := newAPI(t, gatetest.CodingAgents(t))
 	if status, _ := f.call(t, "GET", "/healthz", "", ""); status != 200 {
 		t.Fatal(status)
 	}
-	if status, _ := f.call(t, "GET", "/readyz", "", ""); status != 200 {
-		t.Fatal(status)
+	if status, out := f.call(t, "GET", "/readyz", "", ""); status != 200 || out["ready"] != true || len(out) != 1 {
+		t.Fatalf("readyz: %d %v, want only ready", status, out)
 	}
 	f.call(t, "POST", "/v1/guard", tok, `{"tool":"read"}`)
-	resp, err := http.Get(f.srv.URL + "/metrics")
+	if status, _ := f.call(t, "GET", "/metrics", "", ""); status != http.StatusNotFound {
+		t.Fatalf("/metrics on the API port: %d, want 404", status)
+	}
+	if status, _ := f.call(t, "GET", "/metrics", tok, ""); status != http.StatusNotFound {
+		t.Fatalf("/metrics on the API port with a token: %d, want 404", status)
+	}
+	raw := scrape(t, f)
+	if !strings.Contains(raw, `gate_decisions_total{mode="enforce",surface="api",verdict="Allow"} 1`) {
+		t.Fatalf("metrics lack the decision counter:\n%s", raw)
+	}
+	resp, err := http.Get(f.metrics.URL + "/v1/harness/settings")
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(raw), `gate_decisions_total{mode="enforce",surface="api",verdict="Allow"} 1`) {
-		t.Fatalf("metrics lack the decision counter:\n%s", raw)
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("the metrics listener serves the API: %d", resp.StatusCode)
 	}
 }
 

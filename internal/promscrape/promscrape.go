@@ -7,13 +7,17 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
+
+var client = &http.Client{Timeout: 10 * time.Second}
 
 // Scrape returns every sample at url, keyed by the sample as written before its value: the
 // metric's name, with its labels when it has any (confirmer_members, or
-// rest_client_requests_total{code="200",host="...",method="GET"}).
+// rest_client_requests_total{code="200",host="...",method="GET"}). A scrape that takes over 10 s
+// fails, so a caller polling an unreachable process does not hang on it.
 func Scrape(url string) (map[string]float64, error) {
-	resp, err := http.Get(url) //nolint:gosec // the caller's own process, on an address it chose
+	resp, err := client.Get(url) //nolint:gosec // the caller's own process, on an address it chose
 	if err != nil {
 		return nil, err
 	}

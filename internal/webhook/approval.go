@@ -76,7 +76,7 @@ func decisionOf(u authenticationv1.UserInfo, t time.Time) gatev1.ToolApprovalDec
 //     and no other final condition is True);
 //   - Approved or Denied unless a SubjectAccessReview says the requester may approve the policy
 //     (the verb approve on harnessagentpolicies/<spec.policy> in the approval's namespace), or
-//     at or after spec.expiresAt;
+//     at or after spec.expiresAt, by this clock or by the decision's recorded time;
 //   - Expired before spec.expiresAt, and Expired or AnsweredInRuntime from anyone but the
 //     ServiceAccount of the SessionConfirmer that owns the approval;
 //   - a decision whose user, uid or groups are not the requester's (ApprovalRecorder writes
@@ -136,7 +136,10 @@ func (v *ApprovalValidator) decision(ctx context.Context, req admission.Request,
 	expires := ta.Spec.ExpiresAt.Time
 	switch {
 	case ta.Status.State.ByApprover():
-		if !now.Before(expires) {
+		// The recorded time is what the confirmer reads (an approval counts only before
+		// expiresAt): with two manager replicas it is another clock than this one, and both
+		// must be before the deadline, or the record would say Approved for a call denied.
+		if !now.Before(expires) || !d.Time.Before(&ta.Spec.ExpiresAt) {
 			return refuse(http.StatusForbidden, metav1.StatusReasonForbidden, "status.state",
 				"the decision arrived after the deadline: ToolApproval %s expired at %s (spec.expiresAt), and its call is denied without an answer", ref, expires.UTC().Format(time.RFC3339))
 		}

@@ -19,7 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
@@ -382,4 +385,30 @@ func statusUpdate(t *testing.T, old, ta *gatev1.ToolApproval, user authenticatio
 	r := updateRequest(t, old, ta)
 	r.SubResource, r.Name, r.UserInfo = "status", ta.Name, user
 	return r
+}
+
+// TestDecisionRecordedAfterTheDeadline: an approval whose recorded time (the recorder's clock,
+// which the confirmer reads) is not before spec.expiresAt is refused even when the validator's
+// own clock is still before it (two manager replicas, two clocks): the approval would be
+// recorded and then not count, a record saying Approved for a call denied at its deadline.
+func TestDecisionRecordedAfterTheDeadline(t *testing.T) {
+	expires := time.Now().Add(time.Minute)
+	old := &gatev1.ToolApproval{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "agents", Name: "held"},
+		Spec:       gatev1.ToolApprovalSpec{Policy: "default", ExpiresAt: metav1.NewTime(expires)},
+		Status:     gatev1.ToolApprovalStatus{State: gatev1.ApprovalPending},
+	}
+	user := authenticationv1.UserInfo{Username: "alice", UID: "alice-uid", Groups: []string{"system:authenticated"}}
+	ta := old.DeepCopy()
+	setDecision(ta, gatev1.ApprovalApproved, "")
+	ta.Status.Decision = &gatev1.ToolApprovalDecision{User: user.Username, UID: user.UID, Groups: user.Groups, Time: &metav1.Time{Time: expires}}
+	allowAll := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
+		obj.(*authorizationv1.LocalSubjectAccessReview).Status.Allowed = true
+		return nil
+	}}).Build()
+	v := &ApprovalValidator{Reviews: allowAll, Clock: testingclock.NewFakePassiveClock(expires.Add(-10 * time.Second))}
+	resp := v.Handle(context.Background(), statusUpdate(t, old, ta, user))
+	if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "arrived after the deadline") {
+		t.Fatalf("allowed %v: %+v", resp.Allowed, resp.Result)
+	}
 }

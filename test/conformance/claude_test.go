@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -98,14 +99,26 @@ func fileExists(path string) bool {
 // runClaude runs the real Claude Code in print mode against the stand-in, inside a private
 // mount namespace whose /etc/claude-code is a bind mount of managedDir. Nothing is written
 // to the host's /etc but an empty mount point.
-func runClaude(t *testing.T, standIn *messagestest.Server, managedDir, work, home string, extra ...string) claudeRun {
-	t.Helper()
-	return runClaudeWithShell(t, standIn, managedDir, work, home, "", extra...)
-}
-
 // runClaudeWithShell is runClaude with /bin/sh replaced, inside the mount namespace only, by
 // shell (a path such as /bin/bash), as on distributions whose /bin/sh is bash; "" keeps it.
 func runClaudeWithShell(t *testing.T, standIn *messagestest.Server, managedDir, work, home, shell string, extra ...string) claudeRun {
+	t.Helper()
+	return runClaudeIn(t, standIn, managedDir, work, home, sandbox{shell: shell}, extra...)
+}
+
+// sandbox is what a run changes in its mount namespace besides /etc/claude-code.
+type sandbox struct {
+	// shell replaces /bin/sh (a path such as /bin/bash); "" keeps it.
+	shell string
+	// noEnv makes /usr/bin/env unusable (/dev/null bound over it: exec fails, status 126),
+	// as in an agent image without it.
+	noEnv bool
+	// uid runs Claude Code as this user instead of root (0), so file modes apply to it.
+	uid int
+}
+
+// runClaudeIn is runClaude in sandbox sb.
+func runClaudeIn(t *testing.T, standIn *messagestest.Server, managedDir, work, home string, sb sandbox, extra ...string) claudeRun {
 	t.Helper()
 	srv := httptest.NewServer(standIn)
 	defer srv.Close()
@@ -114,11 +127,20 @@ func runClaudeWithShell(t *testing.T, standIn *messagestest.Server, managedDir, 
 		t.Fatalf("creating the mount point: %v", err)
 	}
 	args := claudeArgs(extra...)
-	script := `mount --bind "$1" /etc/claude-code && shift && exec "$@"`
-	if shell != "" {
+	script := `mount --bind "$1" /etc/claude-code && `
+	if sb.shell != "" {
 		// /bin/sh may be a symlink (to dash): the bind mount lands on its target, in this
 		// namespace only.
-		script = `mount --bind "$1" /etc/claude-code && mount --bind ` + shell + ` "$(readlink -f /bin/sh)" && shift && exec "$@"`
+		script += `mount --bind ` + sb.shell + ` "$(readlink -f /bin/sh)" && `
+	}
+	if sb.noEnv {
+		script += `mount --bind /dev/null /usr/bin/env && `
+	}
+	if sb.uid != 0 {
+		id := strconv.Itoa(sb.uid)
+		script += `shift && exec setpriv --reuid ` + id + ` --regid ` + id + ` --clear-groups -- "$@"`
+	} else {
+		script += `shift && exec "$@"`
 	}
 	cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "sh", "-c", script, "sh", managedDir, claude}, args...)...)
 	cmd.Dir = work
@@ -175,17 +197,22 @@ func buildHook(t *testing.T) string {
 	return hookBin
 }
 
+// claudeCase is one host case of TestClaudeCode.
+type claudeCase struct {
+	name     string
+	tool     string
+	input    func(marker string) map[string]any
+	extra    []string
+	mcp      bool // configure the offline MCP server "deploy"
+	snapshot func(hooksDir string) error
+	wrapper  func(path string) error // what a fault left of gate-hook.sh
+	sandbox  sandbox
+	check    check
+}
+
 func TestClaudeCode(t *testing.T) {
 	hookBin := buildHook(t)
-	cases := []struct {
-		name     string
-		tool     string
-		input    func(marker string) map[string]any
-		extra    []string
-		mcp      bool // configure the offline MCP server "deploy"
-		snapshot func(hooksDir string) error
-		check    check
-	}{
+	cases := []claudeCase{
 		{name: "a blocked Bash command is refused and does not run", tool: "Bash",
 			input: func(m string) map[string]any {
 				return map[string]any{"command": "rm -rf /nonexistent-gate-conformance; touch " + m}
@@ -243,12 +270,38 @@ func TestClaudeCode(t *testing.T) {
 			},
 			check: blockedWith("the policy snapshot is not valid JSON")},
 	}
+	// The registration itself fails closed (the managed hook entry's onFailure "block", and the
+	// registered command's answer token): whatever is left of the wrapper, the call does not
+	// run. Each was a fail-open before: exit 127 (missing, garbage, no env), 126 (unreadable)
+	// or 0 (empty).
+	// A command the policy allows: with the gate out of the way it runs, and the marker says so.
+	touch := func(m string) map[string]any { return map[string]any{"command": "touch " + m} }
+	noAnswer := blockedWith("the gate-hook wrapper gave no decided answer")
+	for _, f := range []struct {
+		name    string
+		wrapper func(string) error
+		sandbox sandbox
+	}{
+		{name: "a missing hook wrapper", wrapper: os.Remove},
+		{name: "a missing hook wrapper where /bin/sh is bash", wrapper: os.Remove, sandbox: sandbox{shell: "/bin/bash"}},
+		{name: "an empty hook wrapper", wrapper: func(p string) error { return os.WriteFile(p, nil, 0o644) }},
+		{name: "an unreadable hook wrapper", wrapper: func(p string) error { return os.Chmod(p, 0) }, sandbox: sandbox{uid: nobody}},
+		{name: "a garbage hook wrapper", wrapper: func(p string) error { return os.WriteFile(p, []byte("\x7fELF\x02\x01 ((( esac fi"), 0o644) }},
+		{name: "an unusable /usr/bin/env", sandbox: sandbox{noEnv: true}},
+	} {
+		cases = append(cases, claudeCase{name: f.name + " blocks", tool: "Bash", input: touch, extra: []string{"--allowedTools", "Bash"}, wrapper: f.wrapper, sandbox: f.sandbox, check: noAnswer})
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			hooks, managed, work := t.TempDir(), t.TempDir(), t.TempDir()
 			bundle(t, hooks, hookBin)
 			if tc.snapshot != nil {
 				if err := tc.snapshot(hooks); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.wrapper != nil {
+				if err := tc.wrapper(filepath.Join(hooks, bootstrap.KeyHookScript)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -259,7 +312,13 @@ func TestClaudeCode(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(managed, bootstrap.KeyManagedSettings), settings, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			marker := filepath.Join(t.TempDir(), "marker")
+			markerDir, home := t.TempDir(), t.TempDir()
+			marker := filepath.Join(markerDir, "marker")
+			if tc.sandbox.uid != 0 {
+				// The other user reads the bundle and the settings, and owns what it writes: had
+				// the call run, the marker would exist.
+				shareWith(t, tc.sandbox.uid, []string{hooks, managed}, []string{work, home, markerDir})
+			}
 			s := messagestest.New(tc.tool, tc.input(marker))
 			extra := tc.extra
 			if tc.mcp {
@@ -273,10 +332,32 @@ func TestClaudeCode(t *testing.T) {
 				}
 				extra = append(extra, "--mcp-config", cfgPath, "--strict-mcp-config")
 			}
-			r := runClaude(t, s, managed, work, t.TempDir(), extra...)
+			r := runClaudeIn(t, s, managed, work, home, tc.sandbox, extra...)
 			r.marker = fileExists(marker)
 			ok, detail := tc.check(r)
 			record(t, claudePkg, tc.name, ok, detail)
 		})
+	}
+}
+
+// nobody is the user the unreadable-wrapper case runs Claude Code as: root reads a mode 000
+// file, the agent's user does not.
+const nobody = 65534
+
+// shareWith lets uid read the dirs in read (and the temporary directories above them) and
+// own the dirs in own.
+func shareWith(t *testing.T, uid int, read, own []string) {
+	t.Helper()
+	for _, d := range append(read, own...) {
+		for _, p := range []string{d, filepath.Dir(d)} {
+			if err := os.Chmod(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, d := range own {
+		if err := os.Chown(d, uid, uid); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -6,10 +6,8 @@
 package e2e
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +29,7 @@ import (
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/localenv"
+	"github.com/intutic/gate-operator/internal/promscrape"
 	"github.com/intutic/gate-operator/internal/testutil"
 )
 
@@ -140,7 +139,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("webhook certificate rotation", func(t *testing.T) { testCertRotation(ctx, t, env) })
 
 	// A policy edit reaches the running confirmer pods through kubelet's ConfigMap update:
-	// every pod's /readyz reports the new snapshot digest, without a restart.
+	// every pod's metrics name the new snapshot digest in force, without a restart.
 	before := policy.Status.SnapshotDigest
 	for _, ip := range podIPs(t, c, d) {
 		if got := readyDigest(ip); got != before {
@@ -273,20 +272,19 @@ func restartCount(t *testing.T, c client.Client, d *appsv1.Deployment) int32 {
 	return n
 }
 
-// readyDigest is the snapshot digest a confirmer pod's /readyz reports (the host reaches pod
-// IPs on the node's bridge).
+// readyDigest is the snapshot digest a confirmer pod's metrics listener names in force (the
+// host reaches pod IPs on the node's bridge); /readyz on the API port does not say it.
 func readyDigest(ip string) string {
-	hc := http.Client{Timeout: 3 * time.Second}
-	resp, err := hc.Get("http://" + ip + ":8080/readyz")
+	m, err := promscrape.Scrape("http://" + ip + ":8081/metrics")
 	if err != nil {
 		return ""
 	}
-	defer resp.Body.Close()
-	var out struct {
-		SnapshotDigest string `json:"snapshotDigest"`
+	for sample, v := range m {
+		if d, ok := strings.CutPrefix(sample, `confirmer_snapshot_in_force{digest="`); ok && v == 1 {
+			return strings.TrimSuffix(d, `"}`)
+		}
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return out.SnapshotDigest
+	return ""
 }
 
 func must(t *testing.T, err error) {

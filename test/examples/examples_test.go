@@ -19,6 +19,7 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/apiservertest"
+	"github.com/intutic/gate-operator/internal/confirmerconfig"
 	"github.com/intutic/gate-operator/internal/testutil"
 )
 
@@ -112,4 +113,54 @@ func TestExamples(t *testing.T) {
 		pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pt["spec"]}}
 		check(t, pod)
 	})
+}
+
+// TestGateAPICallerExample: the gate API caller in the docs is accepted by the API server and
+// projects a token for the sample SessionConfirmer's audience, the one the controller gives that
+// confirmer, with the default token left out.
+func TestGateAPICallerExample(t *testing.T) {
+	cfg := apiservertest.Start(t, false)
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testutil.Context(t, time.Minute)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agents"}}); err != nil {
+		t.Fatal(err)
+	}
+	sc := &gatev1.SessionConfirmer{}
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "gate_v1alpha1_sessionconfirmer.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(b, sc); err != nil {
+		t.Fatal(err)
+	}
+	pod := &unstructured.Unstructured{}
+	read(t, "gate-api-caller-pod.yaml", &pod.Object)
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(pod), client.DryRunAll, client.FieldOwner("docs-test"), client.ForceOwnership); err != nil {
+		t.Fatalf("the API server rejects the example: %v", err)
+	}
+	typed := &corev1.Pod{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(pod.Object, typed); err != nil {
+		t.Fatal(err)
+	}
+	if typed.Spec.AutomountServiceAccountToken == nil || *typed.Spec.AutomountServiceAccountToken {
+		t.Error("the caller mounts its default token, which the confirmer refuses")
+	}
+	want := confirmerconfig.TokenAudience(sc.Namespace, sc.Name)
+	found := false
+	for _, v := range typed.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, s := range v.Projected.Sources {
+			if s.ServiceAccountToken != nil {
+				found = s.ServiceAccountToken.Audience == want
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the caller projects no token for the sample confirmer's audience %s", want)
+	}
 }

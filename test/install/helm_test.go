@@ -109,6 +109,7 @@ manager:
   resolveMinInterval: 10s
   resolveMaxInterval: 10m
   gateHookPath: /usr/local/bin/gate-hook
+  claudeCodeMinimumVersion: 2.1.400
   extraArgs: ["--zap-log-level=debug"]
 serviceAccount:
   name: gate
@@ -146,6 +147,7 @@ func TestHelmTemplateCustomValues(t *testing.T) {
 			"--dns-namespace=dns", "--dns-pod-labels=app=coredns",
 			"--resolve-min-interval=10s", "--resolve-max-interval=10m",
 			"--gate-hook-path=/usr/local/bin/gate-hook",
+			"--claude-code-minimum-version=2.1.400",
 		},
 		webhooks: []string{
 			"--webhook-port=9443", "--webhook-certs=self", "--webhook-namespace=" + namespace,
@@ -241,6 +243,7 @@ func TestHelmTemplateRejectsInvalidValues(t *testing.T) {
 		{"metrics.secure not a boolean", "metrics:\n  secure: \"false\"\n", "/metrics/secure"},
 		{"unknown metrics key", "metrics:\n  port: 8080\n", "'port' not allowed"},
 		{"relative gate-hook path", "manager:\n  gateHookPath: bin/gate-hook\n", "/manager/gateHookPath"},
+		{"Claude Code minimum version not a version", "manager:\n  claudeCodeMinimumVersion: latest\n", "/manager/claudeCodeMinimumVersion"},
 		{"webhook timeout 0", "webhook:\n  timeoutSeconds: 0\n", "/webhook/timeoutSeconds"},
 		{"webhook lifetime not a duration", "webhook:\n  selfManaged:\n    certLifetime: a year\n", "/webhook/selfManaged/certLifetime"},
 		{"cert-manager issuer kind", "webhook:\n  certManager:\n    issuerRef: {name: ca, kind: Vault}\n", "/webhook/certManager/issuerRef/kind"},

@@ -28,21 +28,26 @@ func TestTokenReviewAuthentication(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx := testutil.Context(t, time.Minute)
 
-	token := func(ns, name string) string {
+	const audience = "gate.intutic.io/confirmer/agents/coding-agents"
+	// token is a token of ns/name for audiences; none is the API server's own audience, as a
+	// pod's default token has.
+	token := func(ns, name string, audiences ...string) string {
 		t.Helper()
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
 			t.Fatal(err)
 		}
-		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
 			t.Fatal(err)
 		}
-		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return tr.Status.Token
 	}
-	allowed, other := token("agents", "orchestrator"), token("agents", "intruder")
+	allowed, other := token("agents", "orchestrator", audience), token("agents", "intruder", audience)
+	apiServerToken := token("agents", "orchestrator")
+	otherAudience := token("agents", "orchestrator", "gate.intutic.io/confirmer/agents/other")
 
 	s, _ := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/p"}, nil)
 	data, _ := s.Encode()
@@ -53,6 +58,7 @@ func TestTokenReviewAuthentication(t *testing.T) {
 	api := &gateapi.API{Gate: g, Log: logr.Discard(), Auth: &gateapi.Authenticator{
 		Reviewer: cs.AuthenticationV1().TokenReviews(),
 		Allowed:  []string{"agents/orchestrator"},
+		Audience: audience,
 	}}
 	srv := httptest.NewServer(api.Handler())
 	defer srv.Close()
@@ -61,10 +67,12 @@ func TestTokenReviewAuthentication(t *testing.T) {
 		token  string
 		status int
 	}{
-		"allowed ServiceAccount": {allowed, 200},
-		"other ServiceAccount":   {other, 403},
-		"forged token":           {allowed[:len(allowed)-4] + "AAAA", 401},
-		"no token":               {"", 401},
+		"allowed ServiceAccount":    {allowed, 200},
+		"other ServiceAccount":      {other, 403},
+		"forged token":              {allowed[:len(allowed)-4] + "AAAA", 401},
+		"no token":                  {"", 401},
+		"the API server's audience": {apiServerToken, 401},
+		"another audience":          {otherAudience, 401},
 	} {
 		t.Run(name, func(t *testing.T) {
 			req, _ := http.NewRequest("POST", srv.URL+"/v1/guard", strings.NewReader(`{"tool":"read","input":{"file_path":"x"}}`))

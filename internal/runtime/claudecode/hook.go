@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/strictjson"
@@ -121,4 +122,36 @@ func HookResponse(d gate.Decision, explicitAllow bool) (stdout []byte, stderr st
 		return nil, gate.RefusalPrefix + "the hook could not encode its answer", 2
 	}
 	return append(b, '\n'), stderr, exit
+}
+
+// AnswerPrefix starts the line a decided answer begins with when the registered command hands
+// the hook a per-call token (gate-hook --answer-token): "gate-answer <token>", then the answer.
+// The registered command lets exit 0 through only after that line, so an exit 0 of anything
+// but a decider that was handed this call's token (an empty, truncated or replaced wrapper, a
+// shell that ran nothing) is a refusal. The line never reaches Claude Code: the registered
+// command strips it.
+const AnswerPrefix = "gate-answer "
+
+// MaxAnswerToken bounds the token's length; the registered command passes a UUID (36 bytes).
+const MaxAnswerToken = 64
+
+// AnswerLine is the first line of an answer to the call whose token is token.
+func AnswerLine(token string) []byte { return []byte(AnswerPrefix + token + "\n") }
+
+// CheckAnswerToken reports whether token can be echoed on the answer line: 1 to
+// MaxAnswerToken letters, digits and dashes, so no token can end the line early or carry
+// anything but itself.
+func CheckAnswerToken(token string) error {
+	if token == "" || len(token) > MaxAnswerToken {
+		return fmt.Errorf("the answer token must be 1 to %d characters", MaxAnswerToken)
+	}
+	if strings.ContainsFunc(token, notTokenChar) {
+		return errors.New("the answer token may hold only letters, digits and dashes")
+	}
+	return nil
+}
+
+// notTokenChar reports whether c is anything but an ASCII letter, a digit or a dash.
+func notTokenChar(c rune) bool {
+	return c != '-' && (c < '0' || c > '9') && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z')
 }

@@ -6,9 +6,11 @@ PATH=/usr/bin:/bin
 export PATH
 unset GODEBUG GOGC GOMAXPROCS GOMEMLIMIT GOTRACEBACK
 bin='/opt/intutic/bin/gate-hook'
+token=$1
 answered=
 
 deny() {
+  [ -n "$token" ] && printf 'gate-answer %s\n' "$token"
   printf '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"%s"}}\n' "$1"
   printf '%s\n' "$1" >&2
   answered=2
@@ -23,7 +25,7 @@ trap 'case "$answered" in 0|2) exit "$answered" ;; esac; deny "[Intutic Governan
 
 # A background job's stdin is /dev/null in sh, so hand the hook JSON over on fd 3.
 exec 3<&0
-"$bin" --snapshot '/opt/intutic/hooks/policy-snapshot.rules' <&3 3<&- &
+"$bin" --snapshot '/opt/intutic/hooks/policy-snapshot.rules' --answer-token "$token" <&3 3<&- &
 pid=$!
 # The watchdog holds none of Claude Code's pipes, so it never delays the answer; it drops the
 # EXIT trap it inherits, so ending it can never print a decision.
