@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"net"
@@ -30,7 +29,7 @@ func bindCanaryFlags(fs *flag.FlagSet) *canaryFlags {
 	fs.IntVar(&f.controlPort, "egress-canary-port", egresscanary.DefaultControlPort, "port of the egress canary's control listener, on the manager's pods and its Service: every egress NetworkPolicy allows it, and egress-wait asks it whether the denied port is listening; 0 serves no canary and allows none, and then every injected pod fails at wait-for-egress-policy")
 	fs.IntVar(&f.deniedPort, "egress-canary-denied-port", egresscanary.DefaultDeniedPort, "port of the egress canary's denied listener, on the manager's pods and its Service: no egress NetworkPolicy allows it, so egress-wait proves a policy enforced by seeing it blocked while the control says it listens")
 	fs.StringVar(&f.bindHost, "egress-canary-bind-host", "", "host the egress canary's listeners bind; empty binds every address")
-	fs.StringVar(&f.service, "egress-canary-service", "gate-operator-egress-canary", "the egress canary's Service in --egress-canary-namespace, which the injected egress-wait dials (the pod webhook resolves it to its ClusterIP: a deny-all pod cannot use DNS)")
+	fs.StringVar(&f.service, "egress-canary-service", "gate-operator-egress-canary", "the egress canary's Service in --egress-canary-namespace, which the injected egress-wait dials (the pod webhook reads its ClusterIP from the API server, which the manager's Role allows for this Service alone: a deny-all pod cannot use DNS)")
 	fs.StringVar(&f.namespace, "egress-canary-namespace", "gate-system", "the manager's namespace, where the egress canary's Service is; egress NetworkPolicies allow the control port of the manager's pods there")
 	fs.StringVar(&f.podLabels, "egress-canary-pod-labels", "app.kubernetes.io/component=manager,app.kubernetes.io/instance=gate-operator,app.kubernetes.io/name=gate-operator", "labels of the manager's pods, as key=value[,key=value]: egress NetworkPolicies allow the control port of the pods that carry them in --egress-canary-namespace")
 	return &f
@@ -69,12 +68,10 @@ func checkCanaryFlags(s *settings, f *canaryFlags) error {
 	}
 	s.canary = egress.Canary{Namespace: f.namespace, Labels: podLabels, Port: int32(f.controlPort)}
 	s.webhooks.EgressCanary = webhook.EgressCanary{
-		Host:        f.service + "." + f.namespace + ".svc",
+		Service:     f.service,
+		Namespace:   f.namespace,
 		ControlPort: int32(f.controlPort),
 		DeniedPort:  int32(f.deniedPort),
-	}
-	s.webhooks.LookupHost = func(ctx context.Context, host string) ([]string, error) {
-		return net.DefaultResolver.LookupHost(ctx, host)
 	}
 	return nil
 }

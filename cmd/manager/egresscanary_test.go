@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"maps"
 	"strings"
 	"testing"
@@ -24,14 +23,11 @@ func TestEgressCanaryFlags(t *testing.T) {
 	if s.canary.Namespace != want.Namespace || s.canary.Port != want.Port || !maps.Equal(s.canary.Labels, want.Labels) {
 		t.Errorf("canary rule %+v, want %+v", s.canary, want)
 	}
-	if c := s.webhooks.EgressCanary; c != (webhook.EgressCanary{Host: "gate-operator-egress-canary.gate-system.svc", ControlPort: 9444, DeniedPort: 9445}) || s.webhooks.LookupHost == nil {
-		t.Errorf("injected canary %+v, lookup %v", c, s.webhooks.LookupHost != nil)
+	if c := s.webhooks.EgressCanary; c != (webhook.EgressCanary{Service: "gate-operator-egress-canary", Namespace: "gate-system", ControlPort: 9444, DeniedPort: 9445}) {
+		t.Errorf("injected canary %+v", c)
 	}
 	if c := webhook.DefaultEgressCanary; c != s.webhooks.EgressCanary {
 		t.Errorf("the flags' defaults %+v are not webhook.DefaultEgressCanary %+v", s.webhooks.EgressCanary, c)
-	}
-	if _, err := s.webhooks.LookupHost(context.Background(), "x.invalid"); err == nil {
-		t.Error("resolving x.invalid succeeded")
 	}
 
 	s, err = parse("--egress-canary-port=1444", "--egress-canary-denied-port=1445", "--egress-canary-service=canary", "--egress-canary-namespace=ops",
@@ -40,7 +36,7 @@ func TestEgressCanaryFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.canaryServer.Control != "0.0.0.0:1444" || s.canaryServer.Denied != "0.0.0.0:1445" || s.canary.Namespace != "ops" || s.canary.Port != 1444 ||
-		s.webhooks.EgressCanary != (webhook.EgressCanary{Host: "canary.ops.svc", ControlPort: 1444, DeniedPort: 1445}) {
+		s.webhooks.EgressCanary != (webhook.EgressCanary{Service: "canary", Namespace: "ops", ControlPort: 1444, DeniedPort: 1445}) {
 		t.Errorf("settings %+v %+v %+v", s.canaryServer, s.canary, s.webhooks.EgressCanary)
 	}
 

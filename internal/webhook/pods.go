@@ -29,13 +29,10 @@ import (
 // without the gate.
 type PodInjector struct {
 	// Reader reads policies from the API server, never a cache: a policy applied a moment before
-	// its pods must be found.
+	// its pods must be found. It also reads the egress canary's Service, at every admission, for
+	// the ClusterIP the pod's egress-wait dials (a deny-all pod cannot use DNS).
 	Reader  client.Reader
 	Options InjectOptions
-	// LookupHost resolves the egress canary's Host when it is a name, at every admission, so
-	// that the pod's egress-wait dials an address (a deny-all pod cannot use DNS). Nil writes the
-	// name as it is.
-	LookupHost func(ctx context.Context, host string) ([]string, error)
 }
 
 var _ admission.Handler = (*PodInjector)(nil)
@@ -73,10 +70,14 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	original := pod.DeepCopy()
-	opts, err := h.resolveCanary(ctx)
+	opts, refusal, err := h.resolveCanary(ctx)
 	if err != nil {
-		logf.FromContext(ctx).Error(err, "resolving the egress canary Service")
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("the pod cannot be governed: %w", err))
+		logf.FromContext(ctx).Error(err, "reading the egress canary Service")
+		c := opts.EgressCanary
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("the egress canary Service %s/%s could not be read, so the pod cannot be governed", c.Namespace, c.Service))
+	}
+	if refusal != "" {
+		return admission.Denied("the pod cannot be governed: " + refusal)
 	}
 	warnings, err := Inject(pod, name, opts)
 	if conflict := (*ConflictError)(nil); errors.As(err, &conflict) {
@@ -97,24 +98,26 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	return admission.PatchResponseFromRaw(before, after).WithWarnings(warnings...)
 }
 
-// resolveCanary is h.Options with the egress canary's Host resolved to an address.
-func (h *PodInjector) resolveCanary(ctx context.Context) (InjectOptions, error) {
-	o := h.Options
+// resolveCanary is h.Options with the egress canary's Host set to its Service's ClusterIP, read
+// from the API server. A Service that is missing, headless or without a ClusterIP refuses the
+// pod (refusal says why); an error reading it is err.
+func (h *PodInjector) resolveCanary(ctx context.Context) (o InjectOptions, refusal string, err error) {
+	o = h.Options
 	o.EgressCanary = o.egressCanary()
-	if h.LookupHost == nil || net.ParseIP(o.EgressCanary.Host) != nil {
-		return o, nil
-	}
-	addrs, err := h.LookupHost(ctx, o.EgressCanary.Host)
-	if err != nil {
-		return o, fmt.Errorf("the egress canary Service %s does not resolve, and a pod's egress-wait cannot look it up under a deny-all policy: %w", o.EgressCanary.Host, err)
-	}
-	for _, a := range addrs {
-		if ip := net.ParseIP(a); ip != nil {
-			o.EgressCanary.Host = ip.String()
-			return o, nil
+	c := o.EgressCanary
+	svc := &corev1.Service{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Service}, svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return o, fmt.Sprintf("the manager's egress canary Service %s/%s does not exist, and the pod's wait-for-egress-policy needs its ClusterIP: install the operator whole (docs/install.md)", c.Namespace, c.Service), nil
 		}
+		return o, "", err
 	}
-	return o, fmt.Errorf("the egress canary Service %s resolved to no address", o.EgressCanary.Host)
+	ip := net.ParseIP(svc.Spec.ClusterIP)
+	if ip == nil {
+		return o, fmt.Sprintf("the manager's egress canary Service %s/%s has no ClusterIP (%q; a headless Service has none), and the pod's wait-for-egress-policy dials it: it must be of type ClusterIP", c.Namespace, c.Service, svc.Spec.ClusterIP), nil
+	}
+	o.EgressCanary.Host = ip.String()
+	return o, "", nil
 }
 
 // validationErrors says why name cannot be an object's name, or "".

@@ -39,10 +39,9 @@ type Options struct {
 	Bootstrap bootstrap.Options
 	// GateHookImage is the image the injected install-gate-hook init container runs.
 	GateHookImage string
-	// EgressCanary is where the injected egress-wait reaches the manager's egress canary, and
-	// LookupHost resolves its Host (PodInjector.LookupHost).
+	// EgressCanary is where the injected egress-wait reaches the manager's egress canary: the
+	// pod webhook reads its Service's ClusterIP (PodInjector).
 	EgressCanary EgressCanary
-	LookupHost   func(ctx context.Context, host string) ([]string, error)
 }
 
 // Server is the manager's webhook server: controller-runtime's, started only once its serving
@@ -107,7 +106,7 @@ func (s *Server) SetupWithManager(mgr manager.Manager, reader client.Reader) err
 	s.Register(ConfirmerPath, &admission.Webhook{Handler: &ConfirmerValidator{Reader: reader}})
 	s.Register(PodPath, &admission.Webhook{Handler: &PodInjector{Reader: reader, Options: InjectOptions{
 		Bootstrap: s.opts.Bootstrap, GateHookImage: s.opts.GateHookImage, EgressCanary: s.opts.EgressCanary,
-	}, LookupHost: s.opts.LookupHost}})
+	}}})
 	s.Register(ApprovalRecorderPath, &admission.Webhook{Handler: &ApprovalRecorder{}})
 	s.Register(ApprovalValidatorPath, &admission.Webhook{Handler: &ApprovalValidator{Reviews: mgr.GetClient()}})
 	return mgr.AddReadyzCheck("webhook", s.StartedChecker())
