@@ -29,7 +29,7 @@ func TestHelmTemplateDefaults(t *testing.T) {
 	wantKinds := []string{
 		"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRoleBinding",
 		"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition",
-		"Deployment", "MutatingWebhookConfiguration", "Role", "Role", "RoleBinding", "RoleBinding", "Secret", "Service", "Service", "Service",
+		"Deployment", "MutatingWebhookConfiguration", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "Secret", "Service", "Service", "Service",
 		"ServiceAccount", "ValidatingWebhookConfiguration",
 	}
 	if got := kinds(objs); !slices.Equal(got, wantKinds) {
