@@ -44,6 +44,9 @@ type HarnessAgentPolicyReconciler struct {
 
 	// DNS selects the cluster DNS pods allow-listed sandboxes may query.
 	DNS egress.DNSSelector
+	// Canary is the manager's egress canary control port, which every egress policy allows so
+	// that egress-wait can prove the policy enforced (cmd/egress-wait). Zero allows none.
+	Canary egress.Canary
 	// ClusterCIDRs are the cluster's Service and Pod ranges: no allowed host may resolve into
 	// them (an allowed CIDR may still cover them). Nil checks none.
 	ClusterCIDRs []netip.Prefix

@@ -38,15 +38,12 @@ func (r *HarnessAgentPolicyReconciler) computeEgress(p *gatev1.HarnessAgentPolic
 		neverCompiled := want.build.Snapshot.Invalid != ""
 		if np := o.networkPolicy; !neverCompiled && np != nil && ownedBy(np, p) {
 			want.egressKept = true
-			want.egress = egress.Egress{Mode: gatev1.EgressModeDenyAll}
-			if len(np.Spec.Egress) > 0 {
-				want.egress.Mode = gatev1.EgressModeAllowList
-			}
+			want.egress = egress.Egress{Mode: egress.ModeOf(np.Spec.Egress, r.Canary)}
 			return
 		}
 		denyAll := p.Spec.DeepCopy()
 		denyAll.Egress = gatev1.EgressSpec{}
-		want.egress = egress.RenderEgress(denyAll, nil, r.DNS, nil)
+		want.egress = egress.RenderEgress(denyAll, nil, r.DNS, r.Canary, nil)
 		return
 	}
 	want.resolution = o.resolution
@@ -54,7 +51,7 @@ func (r *HarnessAgentPolicyReconciler) computeEgress(p *gatev1.HarnessAgentPolic
 	if want.resolution != nil {
 		hosts = want.resolution.Hosts
 	}
-	want.egress = egress.RenderEgress(&p.Spec, hosts, r.DNS, r.ClusterCIDRs)
+	want.egress = egress.RenderEgress(&p.Spec, hosts, r.DNS, r.Canary, r.ClusterCIDRs)
 }
 
 // policyHosts is the resolution state of one policy's allowed hosts, kept between reconciles.

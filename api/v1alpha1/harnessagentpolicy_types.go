@@ -119,7 +119,7 @@ type HarnessAgentPolicySpec struct {
 	// +kubebuilder:default=Fail
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
 
-	// egress declares the network destinations the sandbox pods may reach. With no hosts and no CIDRs, all egress (DNS included) is denied.
+	// egress declares the network destinations the sandbox pods may reach. With no hosts and no CIDRs, all egress (DNS included) is denied but TCP to the manager's egress canary control port, which every egress policy allows so that the pods' wait-for-egress-policy init container can prove the policy enforced.
 	// +optional
 	// +kubebuilder:default={}
 	Egress EgressSpec `json:"egress,omitempty"`
@@ -225,7 +225,8 @@ type EgressSpec struct {
 type EgressMode string
 
 const (
-	// EgressModeDenyAll denies all egress, DNS included.
+	// EgressModeDenyAll denies all egress, DNS included, but the manager's egress canary
+	// control port.
 	EgressModeDenyAll EgressMode = "DenyAll"
 	// EgressModeAllowList allows DNS and the listed destinations only.
 	EgressModeAllowList EgressMode = "AllowList"

@@ -35,6 +35,7 @@ import (
 	"github.com/intutic/gate-operator/controllers"
 	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/egress"
+	"github.com/intutic/gate-operator/internal/egresscanary"
 	"github.com/intutic/gate-operator/internal/webhook"
 )
 
@@ -80,6 +81,10 @@ type settings struct {
 	toolApprovalRetention time.Duration
 	// webhooks are served when webhooks.Port is not 0.
 	webhooks webhook.Options
+	// canaryServer is the egress canary every replica serves, and canary the control port every
+	// egress NetworkPolicy allows; nil and zero with --egress-canary-port=0.
+	canaryServer *egresscanary.Server
+	canary       egress.Canary
 	// rerun lets a process run the manager more than once (its tests do): controller names are
 	// then not held unique process-wide.
 	rerun bool
@@ -134,6 +139,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	s.toolApprovalRetention = 24 * time.Hour
 	fs.Var(retentionFlag{&s.toolApprovalRetention}, "tool-approval-retention", "how long a finished ToolApproval (approved, denied, expired, answered in the runtime) is kept after its decision, as the record of who decided; 0 keeps them until their SessionConfirmer is deleted")
 	webhookText := bindWebhookFlags(fs, &s.webhooks)
+	canaryText := bindCanaryFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -182,6 +188,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		return nil, fmt.Errorf("--resolv-conf: %w", err)
 	}
 	if err := checkWebhookFlags(&s, webhookText); err != nil {
+		return nil, err
+	}
+	if err := checkCanaryFlags(&s, canaryText); err != nil {
 		return nil, err
 	}
 	return &s, nil
@@ -292,6 +301,7 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 		Recorder:     mgr.GetEventRecorder("gate-operator"),
 		Resolver:     &egress.CachingResolver{Resolver: s.resolver}, // a host many policies allow is looked up once per TTL
 		DNS:          s.dns,
+		Canary:       s.canary,
 		ClusterCIDRs: s.clusterCIDRs,
 		Bootstrap:    s.bootstrap,
 		MinResolve:   s.resolveMin,
@@ -313,6 +323,12 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 			return err
 		}
 	}
+	if s.canaryServer != nil {
+		// Every replica answers the egress-wait of the pods its Service sends it.
+		if err := mgr.Add(s.canaryServer); err != nil {
+			return err
+		}
+	}
 	if webhooks != nil {
 		// Every replica serves the webhooks, leader or not; policies are read live.
 		if err := webhooks.SetupWithManager(mgr, mgr.GetAPIReader()); err != nil {
@@ -328,6 +344,6 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 	ctrl.Log.Info("starting manager", "metrics", s.metricsAddr, "metricsSecure", s.metricsSecure, "probes", s.probeAddr,
 		"leaderElect", s.leaderElect, "namespaces", s.namespaces, "gateHookPath", s.bootstrap.HookBin,
 		"webhookPort", s.webhooks.Port, "webhookCerts", s.webhooks.Certs.Mode,
-		"kubeAPIQPS", s.apiQPS, "policyWorkers", s.policyWorkers)
+		"kubeAPIQPS", s.apiQPS, "policyWorkers", s.policyWorkers, "egressCanaryPort", s.canary.Port)
 	return mgr.Start(ctx)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -132,9 +133,14 @@ func TestManagerServesWebhooksUnderItsOwnRBAC(t *testing.T) {
 	must(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gate-system"}}))
 	objs := rbacManifests(t, root)
 	objs = append(objs, manifests(t, filepath.Join(root, "config", "webhook"), "rbac.yaml", "secret.yaml")...)
+	// The egress canary Service, whose ClusterIP the pod webhook reads (under the manager's Role
+	// for it) and writes into the injected egress-wait.
+	objs = append(objs, manifests(t, filepath.Join(root, "config", "manager"), "egress-canary-service.yaml")...)
 	for _, o := range objs {
 		must(t, admin.Create(ctx, o))
 	}
+	canary := &corev1.Service{}
+	must(t, admin.Get(ctx, client.ObjectKey{Namespace: "gate-system", Name: "gate-operator-egress-canary"}, canary))
 	port := freePort(t)
 	for _, o := range manifests(t, filepath.Join(root, "config", "webhook"), "webhooks.yaml") {
 		webhooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
@@ -233,6 +239,9 @@ func TestManagerServesWebhooksUnderItsOwnRBAC(t *testing.T) {
 	must(t, admin.Create(ctx, pod))
 	if len(pod.Spec.InitContainers) != 2 || pod.Spec.InitContainers[0].Image != "registry.example/gate-confirmer:test" || pod.Spec.InitContainers[1].Command[0] != "/egress-wait" || len(pod.Spec.Containers[0].VolumeMounts) != 3 {
 		t.Errorf("the pod is not injected:\n%+v", pod.Spec)
+	}
+	if want := []string{"/egress-wait", "--control", net.JoinHostPort(canary.Spec.ClusterIP, "9444"), "--denied", net.JoinHostPort(canary.Spec.ClusterIP, "9445"), "--timeout", "60s"}; !slices.Equal(pod.Spec.InitContainers[1].Command, want) {
+		t.Errorf("egress-wait command %q, want %q (the canary Service's ClusterIP)", pod.Spec.InitContainers[1].Command, want)
 	}
 	approveUnderManagerRBAC(ctx, t, admin, cfg, scheme)
 	if strings.Contains(logs.String(), string(secret.Data["tls.key"])) || strings.Contains(logs.String(), string(secret.Data["ca.key"])) {

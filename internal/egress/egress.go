@@ -101,19 +101,23 @@ var (
 )
 
 // RenderEgress renders the egress NetworkPolicy of a policy from its spec and the addresses its
-// hosts resolved to. With no hosts and no CIDRs it denies all egress, DNS included. Otherwise
+// hosts resolved to. Every policy allows the canary's control port (egress-wait's positive
+// control; Canary). With no hosts and no CIDRs it denies all other egress, DNS included. Otherwise
 // it allows DNS to the cluster DNS pods only, and TCP on the spec's ports to the resolved
 // addresses (as /32 and /128) and the allowed CIDRs, with every denied range carved out. A
 // resolved address that is not a global unicast address, or lies in a denied range or (unless
 // an allowed CIDR covers it) in the cluster's Service and Pod ranges, is rejected. The output
 // is sorted, so unchanged inputs render identical specs.
-func RenderEgress(spec *gatev1.HarnessAgentPolicySpec, hostAddrs map[string][]netip.Addr, dns DNSSelector, cluster []netip.Prefix) Egress {
+func RenderEgress(spec *gatev1.HarnessAgentPolicySpec, hostAddrs map[string][]netip.Addr, dns DNSSelector, canary Canary, cluster []netip.Prefix) Egress {
 	np := networkingv1ac.NetworkPolicySpec().
 		WithPodSelector(labelSelector(spec.PodSelector)).
 		WithPolicyTypes("Egress")
+	// An empty egress list, not an absent one: SSA then owns and keeps it empty.
+	np.Egress = []networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration{}
+	if canary.enabled() {
+		np.WithEgress(canary.rule())
+	}
 	if IsDenyAll(&spec.Egress) {
-		// An empty egress list, not an absent one: SSA then owns and keeps it empty.
-		np.Egress = []networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration{}
 		return Egress{Spec: np, Mode: gatev1.EgressModeDenyAll}
 	}
 	denied := deniedPrefixes(&spec.Egress)

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"fmt"
+	"net"
 	"path"
 	"slices"
 	"strings"
@@ -11,11 +12,13 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/egresscanary"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
 // Names the injection gives what it adds to a pod: the same names docs/examples/sandbox-pod.yaml
-// writes by hand, so a pod written that way is already injected and left as it is.
+// writes by hand. A pod written that way keeps its install-gate-hook; its
+// wait-for-egress-policy is the injection's own, rendered anew (Inject).
 const (
 	// InstallContainerName is the init container that copies gate-hook into VolumeBin.
 	InstallContainerName = "install-gate-hook"
@@ -39,11 +42,58 @@ const (
 const AnnotationSkipContainers = "gate.intutic.io/inject-skip-containers"
 
 // InjectOptions are the installation facts the injection renders: where the bundle and the
-// hook binary live in the pod (the manager's --bootstrap-mount-dir and --gate-hook-path) and the
-// image that carries /gate-hook.
+// hook binary live in the pod (the manager's --bootstrap-mount-dir and --gate-hook-path), the
+// image that carries /gate-hook, and where egress-wait finds the manager's egress canary.
 type InjectOptions struct {
 	Bootstrap     bootstrap.Options
 	GateHookImage string
+	// EgressCanary is the manager's egress canary; zero is DefaultEgressCanary.
+	EgressCanary EgressCanary
+}
+
+// EgressCanary is where the injected egress-wait reaches the manager's egress canary
+// (internal/egresscanary): the canary's Service, by name and namespace, and its control and
+// denied ports. Host is what egress-wait dials; empty is the Service's DNS name (what
+// docs/examples/sandbox-pod.yaml writes). The pod webhook sets it, at every admission, to the
+// Service's ClusterIP read from the API server (PodInjector): a deny-all pod cannot use DNS.
+type EgressCanary struct {
+	Service, Namespace      string
+	ControlPort, DeniedPort int32
+	Host                    string
+}
+
+// DefaultEgressCanary is the canary Service of the default install (config/default).
+var DefaultEgressCanary = EgressCanary{
+	Service:     "gate-operator-egress-canary",
+	Namespace:   "gate-system",
+	ControlPort: egresscanary.DefaultControlPort,
+	DeniedPort:  egresscanary.DefaultDeniedPort,
+}
+
+// egressCanary is o's canary, each field left zero taken from DefaultEgressCanary.
+func (o InjectOptions) egressCanary() EgressCanary {
+	c, d := o.EgressCanary, DefaultEgressCanary
+	if c.Service == "" {
+		c.Service = d.Service
+	}
+	if c.Namespace == "" {
+		c.Namespace = d.Namespace
+	}
+	if c.ControlPort == 0 {
+		c.ControlPort = d.ControlPort
+	}
+	if c.DeniedPort == 0 {
+		c.DeniedPort = d.DeniedPort
+	}
+	return c
+}
+
+// host is what egress-wait dials: Host, or the Service's DNS name.
+func (c EgressCanary) host() string {
+	if c.Host != "" {
+		return c.Host
+	}
+	return c.Service + "." + c.Namespace + ".svc"
 }
 
 // hookDir is the directory that holds the gate-hook binary: gate-hook --install writes
@@ -71,9 +121,13 @@ func (e *ConflictError) Error() string { return e.Reason }
 
 // Inject adds to pod what governs it under policy: the init containers, the volumes, and the
 // mounts of every container the pod does not list in AnnotationSkipContainers. It never touches
-// an init container it did not add. What is already there under the gate's names is kept, so a
-// second pass (and a pod written by hand as the example) changes nothing. It returns warnings
-// for the pod's author, or a *ConflictError.
+// an init container of another name than the gate's. What is already there under the gate's
+// names is kept, but for the init container wait-for-egress-policy, which the injection owns:
+// one the pod has is replaced, where it stands, by the rendered one (the canary's address, the
+// image, the security context), since the agent must not start before the wait that proves
+// the pod's egress policy enforced. So a second pass changes nothing, and neither does a pod
+// written by hand as the example but for that container. It returns warnings for the pod's
+// author, or a *ConflictError.
 func Inject(pod *corev1.Pod, policy string, o InjectOptions) ([]string, error) {
 	cm := bootstrap.ConfigMapName(policy)
 	warnings, err := ensureVolumes(pod, cm)
@@ -112,13 +166,18 @@ func injectedInitContainers(o InjectOptions) (first, last []corev1.Container) {
 	return []corev1.Container{installContainer(o)}, []corev1.Container{egressWaitContainer(o)}
 }
 
-// egressWaitContainer holds the pod's containers back until a destination the pod's egress
-// policy denies is seen blocked, and fails the pod after 60 s (docs/sandbox-integration.md).
+// egressWaitContainer holds the pod's containers back until the canary's denied port is seen
+// blocked while its control port, through the same policy, says the denied port is listening,
+// and fails the pod after 60 s (docs/sandbox-integration.md).
 func egressWaitContainer(o InjectOptions) corev1.Container {
+	c := o.egressCanary()
 	return corev1.Container{
-		Name:    EgressWaitContainerName,
-		Image:   o.GateHookImage,
-		Command: []string{"/egress-wait", "--timeout", "60s"},
+		Name:  EgressWaitContainerName,
+		Image: o.GateHookImage,
+		Command: []string{"/egress-wait",
+			"--control", net.JoinHostPort(c.host(), fmt.Sprint(c.ControlPort)),
+			"--denied", net.JoinHostPort(c.host(), fmt.Sprint(c.DeniedPort)),
+			"--timeout", "60s"},
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false),
 			ReadOnlyRootFilesystem:   ptr.To(true),
@@ -143,9 +202,16 @@ func installContainer(o InjectOptions) corev1.Container {
 	}
 }
 
-// withInitContainers puts the injected init containers the pod lacks (by name) around its own.
+// withInitContainers puts the injected init containers the pod lacks (by name) around its own,
+// and replaces, in place, a wait-for-egress-policy the pod has with the rendered one.
 func withInitContainers(have []corev1.Container, o InjectOptions) []corev1.Container {
 	first, last := injectedInitContainers(o)
+	have = slices.Clone(have)
+	for i := range have {
+		if have[i].Name == EgressWaitContainerName {
+			have[i] = renderedOver(egressWaitContainer(o), have[i])
+		}
+	}
 	missing := func(cs []corev1.Container) []corev1.Container {
 		return slices.DeleteFunc(cs, func(c corev1.Container) bool {
 			return slices.ContainsFunc(have, func(h corev1.Container) bool { return h.Name == c.Name })
@@ -156,6 +222,16 @@ func withInitContainers(have []corev1.Container, o InjectOptions) []corev1.Conta
 		return have
 	}
 	return slices.Concat(first, have, last)
+}
+
+// renderedOver is the rendered container c in place of the pod's own, keeping only what of the
+// pod's the API server defaults (so that a pass over a pod already injected changes nothing)
+// and nothing that changes what runs or how.
+func renderedOver(c, own corev1.Container) corev1.Container {
+	c.TerminationMessagePath = own.TerminationMessagePath
+	c.TerminationMessagePolicy = own.TerminationMessagePolicy
+	c.ImagePullPolicy = own.ImagePullPolicy
+	return c
 }
 
 // governedMounts are the mounts every governed container gets, read-only.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 
@@ -28,7 +29,8 @@ import (
 // without the gate.
 type PodInjector struct {
 	// Reader reads policies from the API server, never a cache: a policy applied a moment before
-	// its pods must be found.
+	// its pods must be found. It also reads the egress canary's Service, at every admission, for
+	// the ClusterIP the pod's egress-wait dials (a deny-all pod cannot use DNS).
 	Reader  client.Reader
 	Options InjectOptions
 }
@@ -68,7 +70,16 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	original := pod.DeepCopy()
-	warnings, err := Inject(pod, name, h.Options)
+	opts, refusal, err := h.resolveCanary(ctx)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "reading the egress canary Service")
+		c := opts.EgressCanary
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("the egress canary Service %s/%s could not be read, so the pod cannot be governed", c.Namespace, c.Service))
+	}
+	if refusal != "" {
+		return admission.Denied("the pod cannot be governed: " + refusal)
+	}
+	warnings, err := Inject(pod, name, opts)
 	if conflict := (*ConflictError)(nil); errors.As(err, &conflict) {
 		return admission.Denied(fmt.Sprintf("the pod cannot be governed by HarnessAgentPolicy %s: %s", name, conflict.Reason))
 	} else if err != nil {
@@ -85,6 +96,28 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	// The patch is the difference between the pod as decoded and as injected, both encoded the
 	// same way, so it holds only what Inject changed.
 	return admission.PatchResponseFromRaw(before, after).WithWarnings(warnings...)
+}
+
+// resolveCanary is h.Options with the egress canary's Host set to its Service's ClusterIP, read
+// from the API server. A Service that is missing, headless or without a ClusterIP refuses the
+// pod (refusal says why); an error reading it is err.
+func (h *PodInjector) resolveCanary(ctx context.Context) (o InjectOptions, refusal string, err error) {
+	o = h.Options
+	o.EgressCanary = o.egressCanary()
+	c := o.EgressCanary
+	svc := &corev1.Service{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Service}, svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return o, fmt.Sprintf("the manager's egress canary Service %s/%s does not exist, and the pod's wait-for-egress-policy needs its ClusterIP: install the operator whole (docs/install.md)", c.Namespace, c.Service), nil
+		}
+		return o, "", err
+	}
+	ip := net.ParseIP(svc.Spec.ClusterIP)
+	if ip == nil {
+		return o, fmt.Sprintf("the manager's egress canary Service %s/%s has no ClusterIP (%q; a headless Service has none), and the pod's wait-for-egress-policy dials it: it must be of type ClusterIP", c.Namespace, c.Service, svc.Spec.ClusterIP), nil
+	}
+	o.EgressCanary.Host = ip.String()
+	return o, "", nil
 }
 
 // validationErrors says why name cannot be an object's name, or "".

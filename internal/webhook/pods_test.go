@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,7 +53,9 @@ func governedNamespace(t *testing.T, prefix string) string {
 
 // TestLabelledPodIsTheExample: the pod of docs/examples/sandbox-pod-labelled.yaml (the label and
 // nothing else of the gate's) is created exactly as docs/examples/sandbox-pod.yaml, which writes
-// the same pod governed by hand; that one is created unchanged.
+// the same pod governed by hand; that one is created unchanged but for its
+// wait-for-egress-policy, whose canary Service name the webhook replaces with the Service's
+// ClusterIP.
 func TestLabelledPodIsTheExample(t *testing.T) {
 	ctx := testutil.Context(t, time.Minute)
 	ns := governedNamespace(t, "inject-")
@@ -61,6 +64,7 @@ func TestLabelledPodIsTheExample(t *testing.T) {
 	byHand := examplePod(t, "sandbox-pod.yaml", ns)
 	byHand.Name = "by-hand"
 	want := byHand.Spec.DeepCopy()
+	want.InitContainers[1].Command = []string{"/egress-wait", "--control", net.JoinHostPort(canaryIP, "9444"), "--denied", net.JoinHostPort(canaryIP, "9445"), "--timeout", "60s"}
 	for _, p := range []*corev1.Pod{labelled, byHand} {
 		warnings.Take()
 		if err := k8sClient.Create(ctx, p); err != nil {
@@ -191,18 +195,31 @@ func TestPodConflictsRefused(t *testing.T) {
 func TestSecondPassIsNoOp(t *testing.T) {
 	p := samplePolicy(t)
 	h := &PodInjector{
-		Reader:  fake.NewClientBuilder().WithScheme(scheme).WithObjects(p).Build(),
+		Reader:  fake.NewClientBuilder().WithScheme(scheme).WithObjects(p, canaryService(DefaultEgressCanary, "10.96.0.44")).Build(),
 		Options: InjectOptions{GateHookImage: testGateHookImage},
 	}
 	first := h.Handle(t.Context(), createRequest(t, examplePod(t, "sandbox-pod-labelled.yaml", p.Namespace)))
 	if !first.Allowed || len(first.Patches) == 0 {
 		t.Fatalf("first pass: allowed %v, %d patches", first.Allowed, len(first.Patches))
 	}
+	o := h.Options
+	o.EgressCanary.Host = "10.96.0.44"
 	injected := examplePod(t, "sandbox-pod-labelled.yaml", p.Namespace)
-	if _, err := Inject(injected, p.Name, h.Options); err != nil {
+	if _, err := Inject(injected, p.Name, o); err != nil {
 		t.Fatal(err)
 	}
-	for name, pod := range map[string]*corev1.Pod{"injected": injected, "sandbox-pod.yaml": examplePod(t, "sandbox-pod.yaml", p.Namespace)} {
+	// The example written by hand is patched once, in its wait-for-egress-policy's command alone
+	// (the Service's name to its ClusterIP); the pod so patched is then left as it is.
+	byHand := examplePod(t, "sandbox-pod.yaml", p.Namespace)
+	resp := h.Handle(t.Context(), createRequest(t, byHand))
+	want := []string{"replace /spec/initContainers/1/command/2", "replace /spec/initContainers/1/command/4"}
+	if !resp.Allowed || !slices.Equal(patchPaths(resp.Patches), want) {
+		t.Errorf("sandbox-pod.yaml: allowed %v, patches %v, want %v", resp.Allowed, patchPaths(resp.Patches), want)
+	}
+	if _, err := Inject(byHand, p.Name, o); err != nil {
+		t.Fatal(err)
+	}
+	for name, pod := range map[string]*corev1.Pod{"injected": injected, "sandbox-pod.yaml injected": byHand} {
 		resp := h.Handle(t.Context(), createRequest(t, pod))
 		if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Patch) != 0 {
 			t.Errorf("%s: allowed %v, patches %v", name, resp.Allowed, resp.Patches)

@@ -39,6 +39,9 @@ type Options struct {
 	Bootstrap bootstrap.Options
 	// GateHookImage is the image the injected install-gate-hook init container runs.
 	GateHookImage string
+	// EgressCanary is where the injected egress-wait reaches the manager's egress canary: the
+	// pod webhook reads its Service's ClusterIP (PodInjector).
+	EgressCanary EgressCanary
 }
 
 // Server is the manager's webhook server: controller-runtime's, started only once its serving
@@ -102,7 +105,7 @@ func (s *Server) SetupWithManager(mgr manager.Manager, reader client.Reader) err
 	s.Register(PolicyPath, &admission.Webhook{Handler: &PolicyValidator{Bootstrap: s.opts.Bootstrap}})
 	s.Register(ConfirmerPath, &admission.Webhook{Handler: &ConfirmerValidator{Reader: reader}})
 	s.Register(PodPath, &admission.Webhook{Handler: &PodInjector{Reader: reader, Options: InjectOptions{
-		Bootstrap: s.opts.Bootstrap, GateHookImage: s.opts.GateHookImage,
+		Bootstrap: s.opts.Bootstrap, GateHookImage: s.opts.GateHookImage, EgressCanary: s.opts.EgressCanary,
 	}}})
 	s.Register(ApprovalRecorderPath, &admission.Webhook{Handler: &ApprovalRecorder{}})
 	s.Register(ApprovalValidatorPath, &admission.Webhook{Handler: &ApprovalValidator{Reviews: mgr.GetClient()}})

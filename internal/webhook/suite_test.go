@@ -16,7 +16,11 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -42,6 +46,9 @@ var (
 	warnings  = &testutil.Warnings{}
 	scheme    = runtime.NewScheme()
 	repoRoot  string
+	// canaryIP is the ClusterIP of the egress canary Service the suite creates (the default
+	// install's, DefaultEgressCanary), which the pod webhook writes into egress-wait.
+	canaryIP string
 )
 
 func TestMain(m *testing.M) {
@@ -113,7 +120,34 @@ func runWithAPIServer(m *testing.M, env *envtest.Environment) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if canaryIP, err = createCanaryService(ctx, k8sClient); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	return m.Run()
+}
+
+// createCanaryService creates the default install's egress canary Service, whose ClusterIP
+// the pod webhook reads at every admission, and returns that address.
+func createCanaryService(ctx context.Context, c client.Client) (string, error) {
+	d := DefaultEgressCanary
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: d.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Service}, Spec: corev1.ServiceSpec{
+		Selector: map[string]string{"app.kubernetes.io/name": "gate-operator"},
+		Ports: []corev1.ServicePort{
+			{Name: "canary-control", Port: d.ControlPort, TargetPort: intstr.FromString("canary-control")},
+			{Name: "canary-denied", Port: d.DeniedPort, TargetPort: intstr.FromString("canary-denied")},
+		},
+	}}
+	if err := c.Create(ctx, svc); err != nil {
+		return "", fmt.Errorf("creating the egress canary Service: %w", err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return "", fmt.Errorf("the egress canary Service was given ClusterIP %q", svc.Spec.ClusterIP)
+	}
+	return svc.Spec.ClusterIP, nil
 }
 
 // waitServing waits until the webhook server answers TLS, or the manager stops.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -238,7 +239,13 @@ func printTable(t *testing.T, title string, columns []egressColumn, rows []strin
 // of a denied destination may get through until the enforcer has programmed the pod; with it,
 // the agent's first probe is blocked.
 func testStartupWindow(ctx context.Context, t *testing.T, env *localenv.Env) {
-	const pods = `
+	// egress-wait dials the canary Service by address, as the pod webhook writes it: a deny-all
+	// pod cannot resolve its name.
+	ip, err := env.Kubectl(ctx, "", "-n", localenv.OperatorNamespace, "get", "service", "gate-operator-egress-canary", "-o", "jsonpath={.spec.clusterIP}")
+	must(t, err)
+	ip = strings.TrimSpace(ip)
+	canary := fmt.Sprintf("--control, '%s', --denied, '%s'", net.JoinHostPort(ip, "9444"), net.JoinHostPort(ip, "9445"))
+	pods := `
 apiVersion: v1
 kind: Pod
 metadata: {name: window-nowait, namespace: egress, labels: {role: deny-all}}
@@ -255,11 +262,11 @@ spec:
   automountServiceAccountToken: false
   securityContext: {runAsNonRoot: true, runAsUser: 1000}
   initContainers:
-  - {name: wait-for-egress-policy, image: ` + localenv.ConfirmerImage + `, command: [/egress-wait, --timeout, 60s]}
+  - {name: wait-for-egress-policy, image: ` + localenv.ConfirmerImage + `, command: [/egress-wait, ` + canary + `, --timeout, 60s]}
   containers:
   - {name: agent, image: ` + localenv.TestbedImage + `, imagePullPolicy: Never, args: [window]}
 `
-	_, err := env.Kubectl(ctx, pods, "apply", "-f", "-")
+	_, err = env.Kubectl(ctx, pods, "apply", "-f", "-")
 	must(t, err)
 	result := map[string]string{}
 	for _, pod := range []string{"window-nowait", "window-wait"} {

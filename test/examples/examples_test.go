@@ -5,10 +5,12 @@ package examples
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -21,6 +23,7 @@ import (
 	"github.com/intutic/gate-operator/internal/apiservertest"
 	"github.com/intutic/gate-operator/internal/confirmerconfig"
 	"github.com/intutic/gate-operator/internal/testutil"
+	"github.com/intutic/gate-operator/internal/webhook"
 )
 
 func read(t *testing.T, name string, into any) {
@@ -98,6 +101,41 @@ func TestExamples(t *testing.T) {
 		pod := &unstructured.Unstructured{}
 		read(t, "sandbox-pod.yaml", &pod.Object)
 		check(t, pod)
+	})
+	// The example names the canary Service, which a deny-all pod cannot resolve; the injection
+	// owns wait-for-egress-policy and writes the Service's ClusterIP in its place, and a second
+	// injection changes nothing.
+	t.Run("pod injected", func(t *testing.T) {
+		pod := &corev1.Pod{}
+		read(t, "sandbox-pod.yaml", pod)
+		if cmd := pod.Spec.InitContainers[1].Command; !slices.Contains(cmd, "gate-operator-egress-canary.gate-system.svc:9444") {
+			t.Errorf("the example's egress-wait %q does not show the canary Service's name", cmd)
+		}
+		o := webhook.InjectOptions{GateHookImage: pod.Spec.InitContainers[0].Image, EgressCanary: webhook.DefaultEgressCanary}
+		o.EgressCanary.Host = "10.96.0.44"
+		written := pod.DeepCopy()
+		if _, err := webhook.Inject(pod, "coding-agents", o); err != nil {
+			t.Fatal(err)
+		}
+		inits := pod.Spec.InitContainers
+		if len(inits) != 2 || !equality.Semantic.DeepEqual(inits[0], written.Spec.InitContainers[0]) || inits[1].Name != webhook.EgressWaitContainerName {
+			t.Fatalf("init containers %+v", inits)
+		}
+		want := written.Spec.InitContainers[1]
+		want.Command = []string{"/egress-wait", "--control", "10.96.0.44:9444", "--denied", "10.96.0.44:9445", "--timeout", "60s"}
+		if !equality.Semantic.DeepEqual(inits[1], want) {
+			t.Errorf("injected wait-for-egress-policy %+v, want the example's with the ClusterIP %+v", inits[1], want)
+		}
+		if !equality.Semantic.DeepEqual(pod.Spec.Containers, written.Spec.Containers) || !equality.Semantic.DeepEqual(pod.Spec.Volumes, written.Spec.Volumes) {
+			t.Errorf("the injection changed more of the example than its egress-wait's address")
+		}
+		again := pod.DeepCopy()
+		if _, err := webhook.Inject(again, "coding-agents", o); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(again, pod) {
+			t.Error("a second injection changed the pod")
+		}
 	})
 	t.Run("sandboxtemplate", func(t *testing.T) {
 		tmpl := map[string]any{}

@@ -48,8 +48,8 @@ func TestHelmManifestsServerSideDryRun(t *testing.T) {
 			}})
 		}
 		objs := helmTemplate(t, "--set", "watchNamespaces={team-a,team-b}")
-		if n := len(ofKind(objs, "RoleBinding")); n != 4 {
-			t.Fatalf("%d RoleBindings rendered, want 4 (two namespaces, leader election and the webhook certificate)", n)
+		if n := len(ofKind(objs, "RoleBinding")); n != 5 {
+			t.Fatalf("%d RoleBindings rendered, want 5 (two namespaces, leader election, the egress canary Service and the webhook certificate)", n)
 		}
 		dryRunAll(t, c, objs)
 	})

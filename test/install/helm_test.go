@@ -29,7 +29,7 @@ func TestHelmTemplateDefaults(t *testing.T) {
 	wantKinds := []string{
 		"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRoleBinding",
 		"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition",
-		"Deployment", "MutatingWebhookConfiguration", "Role", "Role", "RoleBinding", "RoleBinding", "Secret", "Service", "Service",
+		"Deployment", "MutatingWebhookConfiguration", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "Secret", "Service", "Service", "Service",
 		"ServiceAccount", "ValidatingWebhookConfiguration",
 	}
 	if got := kinds(objs); !slices.Equal(got, wantKinds) {
@@ -73,6 +73,7 @@ func TestHelmTemplateDefaults(t *testing.T) {
 		},
 	})
 	checkMetricsService(t, objs, dep)
+	checkCanaryService(t, objs, dep)
 	if sm := ofKind(objs, "ServiceMonitor"); len(sm) != 0 {
 		t.Errorf("ServiceMonitor rendered with serviceMonitor.enabled false (default)")
 	}

@@ -49,10 +49,21 @@ func TestKustomizeMatchesChartDefaults(t *testing.T) {
 	if !equality.Semantic.DeepEqual(ksvc.Spec.Ports, hsvc.Spec.Ports) || ksvc.Name != hsvc.Name {
 		t.Errorf("metrics Service differs: kustomize %s %v, helm %s %v", ksvc.Name, ksvc.Spec.Ports, hsvc.Name, hsvc.Spec.Ports)
 	}
-	krole := typed[rbacv1.Role](t, find(t, kobjs, "Role", "gate-operator-leader-election"))
-	hrole := typed[rbacv1.Role](t, find(t, hobjs, "Role", "gate-operator-leader-election"))
-	if !equality.Semantic.DeepEqual(krole.Rules, hrole.Rules) {
-		t.Errorf("leader-election Role rules differ: kustomize %v, helm %v", krole.Rules, hrole.Rules)
+	kcanary, hcanary := checkCanaryService(t, kobjs, kdep), checkCanaryService(t, hobjs, hdep)
+	if !equality.Semantic.DeepEqual(kcanary.Spec.Ports, hcanary.Spec.Ports) {
+		t.Errorf("egress canary Service differs: kustomize %v, helm %v", kcanary.Spec.Ports, hcanary.Spec.Ports)
+	}
+	for _, name := range []string{"gate-operator-leader-election", "gate-operator-egress-canary"} {
+		krole := typed[rbacv1.Role](t, find(t, kobjs, "Role", name))
+		hrole := typed[rbacv1.Role](t, find(t, hobjs, "Role", name))
+		if !equality.Semantic.DeepEqual(krole.Rules, hrole.Rules) {
+			t.Errorf("Role %s rules differ: kustomize %v, helm %v", name, krole.Rules, hrole.Rules)
+		}
+		krb := typed[rbacv1.RoleBinding](t, find(t, kobjs, "RoleBinding", name))
+		hrb := typed[rbacv1.RoleBinding](t, find(t, hobjs, "RoleBinding", name))
+		if krb.RoleRef != hrb.RoleRef || !slices.Equal(krb.Subjects, hrb.Subjects) {
+			t.Errorf("RoleBinding %s differs: kustomize %v %v, helm %v %v", name, krb.RoleRef, krb.Subjects, hrb.RoleRef, hrb.Subjects)
+		}
 	}
 	for _, name := range []string{"gate-operator-metrics-auth", "gate-operator-metrics-reader", "gate-operator-approver"} {
 		kcr := typed[rbacv1.ClusterRole](t, find(t, kobjs, "ClusterRole", name))

@@ -2,6 +2,7 @@ package install_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 type managerWant struct {
@@ -37,6 +39,14 @@ func selfManagedWebhookArgs(confirmerImage string) []string {
 		"--webhook-service=gate-operator-webhook", "--webhook-secret=gate-operator-webhook-cert",
 		"--webhook-configuration=gate-operator", "--gate-hook-image=" + confirmerImage,
 	}
+}
+
+// defaultCanaryArgs are the egress canary flags of an install named gate-operator in
+// gate-system: every egress NetworkPolicy allows 9444 on the pods with these labels there.
+var defaultCanaryArgs = []string{
+	"--egress-canary-port=9444", "--egress-canary-denied-port=9445", "--egress-canary-service=gate-operator-egress-canary",
+	"--egress-canary-namespace=" + namespace,
+	"--egress-canary-pod-labels=app.kubernetes.io/component=manager,app.kubernetes.io/instance=gate-operator,app.kubernetes.io/name=gate-operator",
 }
 
 func checkManagerPod(t *testing.T, dep *appsv1.Deployment, want managerWant) {
@@ -101,8 +111,8 @@ func checkManagerPod(t *testing.T, dep *appsv1.Deployment, want managerWant) {
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	if ports["metrics"] != 8443 || ports["health"] != 8081 {
-		t.Errorf("container ports %v, want metrics 8443 and health 8081", ports)
+	if ports["metrics"] != 8443 || ports["health"] != 8081 || ports["canary-control"] != 9444 || ports["canary-denied"] != 9445 {
+		t.Errorf("container ports %v, want metrics 8443, health 8081, canary-control 9444 and canary-denied 9445", ports)
 	}
 	checkWebhookMount(t, pod, !want.noWebhooks)
 
@@ -124,6 +134,7 @@ func checkManagerPod(t *testing.T, dep *appsv1.Deployment, want managerWant) {
 	default:
 		wantArgs = append(wantArgs, want.webhooks...)
 	}
+	wantArgs = append(wantArgs, defaultCanaryArgs...)
 	wantArgs = append(wantArgs, want.extraArgs...)
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("manager args = %q, want %q", c.Args, wantArgs)
@@ -183,6 +194,33 @@ func checkMetricsService(t *testing.T, objs []*unstructured.Unstructured, dep *a
 	}
 	if len(svc.Spec.Selector) == 0 || !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(dep.Spec.Template.Labels)) {
 		t.Errorf("Service selector %v does not select the manager pods (labels %v)", svc.Spec.Selector, dep.Spec.Template.Labels)
+	}
+	return svc
+}
+
+// checkCanaryService finds the egress canary's Service and checks that it serves the pod's two
+// canary ports, and that the pods the policies' canary rule selects (--egress-canary-pod-labels)
+// are the manager's.
+func checkCanaryService(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment) *corev1.Service {
+	t.Helper()
+	svc := typed[corev1.Service](t, find(t, objs, "Service", "gate-operator-egress-canary"))
+	want := []corev1.ServicePort{
+		{Name: "canary-control", Port: 9444, TargetPort: intstr.FromString("canary-control"), Protocol: corev1.ProtocolTCP},
+		{Name: "canary-denied", Port: 9445, TargetPort: intstr.FromString("canary-denied"), Protocol: corev1.ProtocolTCP},
+	}
+	if !equality.Semantic.DeepEqual(svc.Spec.Ports, want) {
+		t.Errorf("Service %s ports %v, want %v", svc.Name, svc.Spec.Ports, want)
+	}
+	if len(svc.Spec.Selector) == 0 || !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(dep.Spec.Template.Labels)) {
+		t.Errorf("Service selector %v does not select the manager pods (labels %v)", svc.Spec.Selector, dep.Spec.Template.Labels)
+	}
+	for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+		if v, ok := strings.CutPrefix(a, "--egress-canary-pod-labels="); ok {
+			sel, err := labels.ConvertSelectorToLabelsMap(v)
+			if err != nil || !labels.SelectorFromSet(sel).Matches(labels.Set(dep.Spec.Template.Labels)) {
+				t.Errorf("--egress-canary-pod-labels=%s does not select the manager pods (labels %v): egress policies would not allow the control port", v, dep.Spec.Template.Labels)
+			}
+		}
 	}
 	return svc
 }

@@ -69,8 +69,9 @@ type rbacWant struct {
 // checkRBAC checks the manager's ClusterRole carries exactly the generated rules and is bound to
 // the manager's ServiceAccount cluster-wide, or with watchNamespaces in those namespaces alone;
 // that the metrics-auth ClusterRole (never part of the generated one) is bound cluster-wide and
-// the metrics-reader ClusterRole is there when the metrics are secure; and that the
-// leader-election Role grants the Lease and Event verbs leader election uses.
+// the metrics-reader ClusterRole is there when the metrics are secure; that the
+// leader-election Role grants the Lease and Event verbs leader election uses; and that the
+// egress-canary Role grants get on the canary Service alone.
 func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, want rbacWant) {
 	t.Helper()
 	managerRole := want.prefix + "-manager"
@@ -184,6 +185,10 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, want rbacWant) {
 		want.prefix + "-leader-election": {
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		},
+		// The pod webhook reads the egress canary Service's ClusterIP, that Service alone.
+		want.prefix + "-egress-canary": {
+			{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{want.prefix + "-egress-canary"}, Verbs: []string{"get"}},
 		},
 	}
 	if want.webhookCerts {

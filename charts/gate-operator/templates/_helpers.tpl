@@ -97,3 +97,8 @@ namespaceSelector:
     {{- toYaml $exprs | nindent 4 }}
 {{- end }}
 {{- end }}
+
+{{/* The egress canary's Service, which every injected egress-wait dials. */}}
+{{- define "gate-operator.egressCanaryService" -}}
+{{ include "gate-operator.fullname" . }}-egress-canary
+{{- end }}
