@@ -142,6 +142,11 @@ func (l *Listeners) Serve(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case err = <-errs:
+		if err == nil {
+			// One listener was closed under it (the denied one, say): the other keeps serving,
+			// and the control then answers denied-down, until ctx is done.
+			<-ctx.Done()
+		}
 	}
 	l.control.Close()
 	l.denied.Close()
