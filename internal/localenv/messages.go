@@ -16,8 +16,9 @@ import (
 var messagesYAML string
 
 // MessagesURL is the Messages API stand-in's Service (messages.yaml), the ANTHROPIC_BASE_URL of
-// Claude Code in a sandbox pod; the host scripts the stand-in at the same address.
-const MessagesURL = "http://198.18.16.21"
+// Claude Code in a sandbox pod; the host scripts the stand-in at the same address. Its fixed
+// address is in the Service range's static band (messages.yaml).
+const MessagesURL = "http://198.18.16.12"
 
 // DeployMessagesStandIn runs the scripted Messages API stand-in as a pod behind its Service and
 // returns the pod's address. Egress NetworkPolicies see a connection to the Service after

@@ -159,8 +159,10 @@ func TestClaudeCodeInPod(t *testing.T) {
 	}
 	// The registration fails closed in a pod too. In the fault pod each case leaves the wrapper
 	// or /usr/bin/env as a fault would, and the call does not run; the intact copy proves the
-	// fixture (there the allowed call runs).
+	// fixture (there the allowed call runs). They run before the policy edit, the last case,
+	// which blocks touch from then on.
 	noAnswer := blockedWith("the gate-hook wrapper gave no decided answer")
+	var faultCases []podCase
 	for _, f := range []struct {
 		name, marker, fault string
 		check               check
@@ -173,9 +175,11 @@ func TestClaudeCodeInPod(t *testing.T) {
 		{name: "an agent image without /usr/bin/env blocks", marker: "noenv", fault: "rm /usr/bin/env", check: noAnswer},
 	} {
 		marker := "/workspace/fault-" + f.marker
-		cases = append(cases, podCase{name: f.name, pod: faults, tool: "Bash", input: map[string]any{"command": "touch " + marker}, marker: marker,
+		faultCases = append(faultCases, podCase{name: f.name, pod: faults, tool: "Bash", input: map[string]any{"command": "touch " + marker}, marker: marker,
 			setup: func(t *testing.T) { breakFaultPod(ctx, t, env, faults, f.fault) }, check: f.check})
 	}
+	edit := cases[len(cases)-1]
+	cases = append(append(cases[:len(cases)-1], faultCases...), edit)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.setup != nil {
@@ -206,7 +210,8 @@ type podCase struct {
 // directory the workspace (the container's workingDir).
 func runClaudeInPod(ctx context.Context, t *testing.T, env *localenv.Env, pod string, extra ...string) claudeRun {
 	t.Helper()
-	command := append(append([]string{"/usr/bin/env", "-i"}, claudeEnv("/usr/local/bin:/usr/bin:/bin", agentHome, localenv.MessagesURL)...), "/usr/local/bin/claude")
+	// busybox's env, not /usr/bin/env: one case removes that.
+	command := append(append([]string{"/bin/busybox", "env", "-i"}, claudeEnv("/usr/local/bin:/usr/bin:/bin", agentHome, localenv.MessagesURL)...), "/usr/local/bin/claude")
 	// A run takes about a second; without its model API Claude Code retries for minutes.
 	runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -305,10 +310,12 @@ func faultPod(pod *corev1.Pod, agent *corev1.Container) {
 }
 
 // breakFaultPod fills the fault pod's hook directory with a copy of the bundle, puts
-// /usr/bin/env back, and then runs fault (a busybox sh command; "" leaves both intact).
+// /usr/bin/env back, and then runs fault (a busybox sh command; "" leaves both intact). The
+// directory is root's (an emptyDir), so nothing here changes its own mode; rm removes a mode 000
+// file the agent's user cannot read.
 func breakFaultPod(ctx context.Context, t *testing.T, env *localenv.Env, pod, fault string) {
 	t.Helper()
-	script := "set -e; cd " + faultHooks + "; chmod -R u+rwX . ; rm -rf ./* ; cp -RL " + faultBundle + "/* . ; /bin/busybox ln -sf /bin/busybox /usr/bin/env"
+	script := "exec 2>&1; set -e; cd " + faultHooks + "; rm -rf ./* ; cp -RL " + faultBundle + "/* . ; /bin/busybox ln -sf /bin/busybox /usr/bin/env"
 	if fault != "" {
 		script += "; " + fault
 	}
