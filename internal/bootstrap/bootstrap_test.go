@@ -286,20 +286,12 @@ func TestHookScript(t *testing.T) {
 				if !tc.closeStdin {
 					cmd.Stdin = strings.NewReader(`{"hook_event_name":"PreToolUse","tool_name":"Bash"}` + "\n")
 				}
-				var stdout, stderr bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &stdout, &stderr
-				err := cmd.Run()
-				exit := 0
-				if ee, ok := err.(*exec.ExitError); ok {
-					exit = ee.ExitCode()
-				} else if err != nil {
-					t.Fatal(err)
+				stdout, stderr, exit := runCommand(t, cmd)
+				if exit != tc.exit || !strings.Contains(stdout, tc.stdout) {
+					t.Fatalf("exit %d stdout %q stderr %q; want exit %d with %q", exit, stdout, stderr, tc.exit, tc.stdout)
 				}
-				if exit != tc.exit || !strings.Contains(stdout.String(), tc.stdout) {
-					t.Fatalf("exit %d stdout %q stderr %q; want exit %d with %q", exit, stdout.String(), stderr.String(), tc.exit, tc.stdout)
-				}
-				if tc.exit == 2 && tc.stdout != "" && !strings.Contains(stdout.String(), `"permissionDecision":"deny"`) {
-					t.Fatalf("a block must answer a deny decision, got %q", stdout.String())
+				if tc.exit == 2 && tc.stdout != "" && !strings.Contains(stdout, `"permissionDecision":"deny"`) {
+					t.Fatalf("a block must answer a deny decision, got %q", stdout)
 				}
 			})
 		}

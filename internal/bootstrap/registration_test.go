@@ -138,18 +138,9 @@ func TestRegisteredCommandFailsClosed(t *testing.T) {
 					cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 				}
 				cmd.Stdin = strings.NewReader(`{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf /etc"}}` + "\n")
-				var stdout, stderr bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &stdout, &stderr
-				err := cmd.Run()
-				exit := 0
-				if ee, ok := err.(*exec.ExitError); ok {
-					exit = ee.ExitCode()
-				} else if err != nil {
-					t.Fatal(err)
-				}
-				out := stdout.String()
+				out, errOut, exit := runCommand(t, cmd)
 				if exit != tc.exit || (tc.has == "" && out != tc.stdout) || !strings.Contains(out, tc.has) {
-					t.Errorf("%s: exit %d stdout %q stderr %q; want exit %d, stdout %q containing %q", sh, exit, out, stderr.String(), tc.exit, tc.stdout, tc.has)
+					t.Errorf("%s: exit %d stdout %q stderr %q; want exit %d, stdout %q containing %q", sh, exit, out, errOut, tc.exit, tc.stdout, tc.has)
 				}
 				if strings.Contains(out, "gate-answer") {
 					t.Errorf("%s: the answer line reached Claude Code: %q", sh, out)
@@ -160,4 +151,19 @@ func TestRegisteredCommandFailsClosed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runCommand runs cmd and returns what it printed and its exit status; a command that cannot
+// start fails the test.
+func runCommand(t *testing.T, cmd *exec.Cmd) (stdout, stderr string, exit int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		exit = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), exit
 }
