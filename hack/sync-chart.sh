@@ -8,4 +8,4 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 go run ./hack/sync-chart -config config -chart charts/gate-operator "$@"
-echo "[chart-sync] charts/gate-operator/templates/crds/, clusterrole.yaml, approver-rbac.yaml and webhook-configurations.yaml regenerated from config/"
+echo "[chart-sync] charts/gate-operator/templates/crds/, clusterrole.yaml, approver-rbac.yaml, webhook-configurations.yaml and admission-policies.yaml regenerated from config/"

@@ -3,7 +3,8 @@
 // annotated `helm.sh/resource-policy: keep`), the manager ClusterRole and the approver
 // ClusterRole, whose rules are exactly those of config/rbac/role.yaml and
 // config/rbac/approver_role.yaml, and the webhook configurations of config/webhook/webhooks.yaml
-// with the release's names, namespace, timeout and namespace selectors templated (webhooks.go).
+// with the release's names, namespace, timeout and namespace selectors templated (webhooks.go),
+// and the ValidatingAdmissionPolicies of config/admission-policies (admissionpolicies.go).
 //
 // It is run by hack/sync-chart.sh (`make chart-sync`), and by test/install into a temporary
 // chart directory to prove the committed chart is in sync.
@@ -104,6 +105,7 @@ func render(configDir string) (map[string][]byte, error) {
 		{"templates/clusterrole.yaml", "rbac/role.yaml", renderManagerRole},
 		{approverTemplate, "rbac/approver_role.yaml", renderApproverRole},
 		{webhooksTemplate, "webhook/webhooks.yaml", renderWebhooks},
+		{admissionPoliciesTemplate, "admission-policies", renderAdmissionPolicies},
 	}
 	for _, g := range generated {
 		text, err := g.render(configDir, g.source)

@@ -32,6 +32,10 @@ const (
 	// watchedPods: the chart's watchNamespaces, when set, and never the release namespace or
 	// kube-system (config/ leaves out gate-system and kube-system).
 	watchedPods
+	// governed: every namespace but the release namespace and the chart's
+	// admission.excludedNamespaces, whatever watchNamespaces says (config/ leaves out
+	// excludedNamespaces).
+	governed
 )
 
 // webhookScopes says, for each webhook of config/webhook/webhooks.yaml, which namespaces it sees
@@ -43,12 +47,23 @@ var webhookScopes = map[string]webhookScope{
 	"harnessagentpolicies.gate.intutic.io": watched,
 	"sessionconfirmers.gate.intutic.io":    watched,
 	"pods.gate.intutic.io":                 watchedPods,
+	"governed-pods.gate.intutic.io":        governed,
 	"toolapprovals.gate.intutic.io":        everywhere,
 }
 
 // podsNamespaceSelector is the namespaceSelector of the pod webhook in config/.
 var podsNamespaceSelector = map[string]any{"matchExpressions": []any{map[string]any{
 	"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": []any{operatorNamespace, "kube-system"},
+}}}
+
+// excludedNamespaces are the namespaces config/ leaves out of the checks of governed pods (the
+// governed-pods webhook and config/admission-policies); the chart leaves out its release
+// namespace and admission.excludedNamespaces instead (gate-operator.governedNamespaceSelector).
+var excludedNamespaces = []any{operatorNamespace, "kube-system", "kube-public", "kube-node-lease"}
+
+// governedNamespaceSelector is the namespaceSelector of those checks in config/.
+var governedNamespaceSelector = map[string]any{"matchExpressions": []any{map[string]any{
+	"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": excludedNamespaces,
 }}}
 
 // Placeholders in the marshalled webhooks, each replaced by its template line.
@@ -58,6 +73,7 @@ const (
 	timeoutPlaceholder     = "__WEBHOOK_TIMEOUT_SECONDS__"
 	watchedPlaceholder     = "__WATCHED_NAMESPACES__"
 	watchedPodsPlaceholder = "__WATCHED_NAMESPACES_PODS__"
+	governedPlaceholder    = "__GOVERNED_NAMESPACES__"
 )
 
 // webhooksComment is what the chart says about its webhook configurations.
@@ -67,7 +83,8 @@ release: served by its webhook Service in the release namespace, waited for
 webhook.timeoutSeconds, the policy and pod webhooks limited to watchNamespaces when it is set
 (the ToolApproval decision webhooks see every namespace: no decision is written unrecorded or
 unauthorized, also outside watchNamespaces), the pod webhook never in the release namespace or
-kube-system. caBundle is left out: the manager injects its own CA, or cert-manager's cainjector
+kube-system, the governed-pods webhook in every namespace but the release namespace and
+admission.excludedNamespaces. caBundle is left out: the manager injects its own CA, or cert-manager's cainjector
 does (webhook.certManager).
 */}}
 {{- if .Values.webhook.enabled }}
@@ -202,6 +219,11 @@ func templateWebhook(w map[string]any, timeout *any) error {
 			return fmt.Errorf("webhook %s: namespaceSelector %v, want %v (the chart leaves out the release namespace and kube-system)", name, selector, podsNamespaceSelector)
 		}
 		w["namespaceSelector"] = watchedPodsPlaceholder
+	case governed:
+		if !reflect.DeepEqual(selector, governedNamespaceSelector) {
+			return fmt.Errorf("webhook %s: namespaceSelector %v, want %v (the chart leaves out the release namespace and admission.excludedNamespaces)", name, selector, governedNamespaceSelector)
+		}
+		w["namespaceSelector"] = governedPlaceholder
 	}
 	return nil
 }
@@ -227,15 +249,22 @@ func fillPlaceholders(body string) (string, error) {
 			lines[i] = selector("")
 		case "namespaceSelector: " + watchedPodsPlaceholder:
 			lines[i] = selector(` "pods" true`)
+		case "namespaceSelector: " + governedPlaceholder:
+			lines[i] = governedSelector(indent)
 		}
 	}
 	out := strings.Join(lines, "")
-	for _, p := range []string{servicePlaceholder, namespacePlaceholder, timeoutPlaceholder, watchedPlaceholder, watchedPodsPlaceholder} {
+	for _, p := range []string{servicePlaceholder, namespacePlaceholder, timeoutPlaceholder, watchedPlaceholder, watchedPodsPlaceholder, governedPlaceholder} {
 		if strings.Contains(out, p) {
 			return "", fmt.Errorf("%s is left in the chart's webhooks; hack/sync-chart marshals it where it does not look for it", p)
 		}
 	}
 	return out, nil
+}
+
+// governedSelector is the template line of the namespaceSelector of the checks of governed pods.
+func governedSelector(indent string) string {
+	return fmt.Sprintf("%[1]snamespaceSelector:\n%[1]s  {{- include \"gate-operator.governedNamespaceSelector\" . | nindent %[2]d }}\n", indent, len(indent)+2)
 }
 
 // otherKeys lists, sorted, the keys of m not in known.

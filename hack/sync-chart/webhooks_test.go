@@ -67,16 +67,50 @@ func TestRenderWebhooksTemplatesTheRelease(t *testing.T) {
 	const watched = `(dict "Values" .Values "Release" .Release) | trim }}`
 	const pods = `(dict "Values" .Values "Release" .Release "pods" true) | trim }}`
 	for what, n := range map[string]int{
-		"name: {{ $service }}":                5,
-		"namespace: {{ .Release.Namespace }}": 5,
-		"timeoutSeconds: {{ $timeout }}":      5,
+		"name: {{ $service }}":                6,
+		"namespace: {{ .Release.Namespace }}": 6,
+		"timeoutSeconds: {{ $timeout }}":      6,
 		watched:                               2,
 		pods:                                  1,
+		`{{- include "gate-operator.governedNamespaceSelector" . | nindent 4 }}`: 1,
 		"name: {{ include \"gate-operator.fullname\" . }}\n": 2,
 		"{{- if .Values.webhook.enabled }}":                  1,
 	} {
 		if got := strings.Count(text, what); got != n {
 			t.Errorf("%q appears %d times, want %d", what, got, n)
 		}
+	}
+}
+
+// TestRenderAdmissionPolicies: the admission policies of config/ are templated for the release:
+// named for it, a binding's policyName with them, and a governed-namespaces selector replaced
+// by the chart's; one the chart cannot reproduce is refused.
+func TestRenderAdmissionPolicies(t *testing.T) {
+	out, err := renderAdmissionPolicies(filepath.Join("..", "..", "config"), "admission-policies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(out)
+	for _, forbidden := range []string{"gate-system", "__", "name: gate-operator-", "policyName: gate-operator-"} {
+		if strings.Contains(text, forbidden) {
+			t.Errorf("the chart's admission policies still say %q:\n%s", forbidden, text)
+		}
+	}
+	if n := strings.Count(text, `policyName: {{ include "gate-operator.fullname" . }}-`); n != strings.Count(text, "kind: ValidatingAdmissionPolicyBinding") || n == 0 {
+		t.Errorf("%d bindings name their release's policy, of %d", n, strings.Count(text, "kind: ValidatingAdmissionPolicyBinding"))
+	}
+	if n := strings.Count(text, `{{- include "gate-operator.governedNamespaceSelector" . | nindent`); n != 2 {
+		t.Errorf("the governed-namespaces selector appears %d times, want 2", n)
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "admission-policies"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other := "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {name: gate-operator-x}\nspec:\n  policyName: gate-operator-x\n  matchResources: {namespaceSelector: {matchLabels: {team: a}}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "admission-policies", "x.yaml"), []byte(other), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := renderAdmissionPolicies(dir, "admission-policies"); err == nil || !strings.Contains(err.Error(), "the chart templates only") {
+		t.Errorf("a binding with another namespaceSelector: %v", err)
 	}
 }

@@ -144,10 +144,10 @@ func patchPaths(ops []jsonpatch.Operation) []string {
 	return out
 }
 
-// TestInjectOwnsTheEgressWait: a pod written by hand (docs/examples/sandbox-pod.yaml) keeps its
-// own install-gate-hook, but its wait-for-egress-policy is replaced, in place, by the rendered
-// one: the example dials the canary Service's DNS name, which a deny-all pod cannot resolve.
-// Injecting again changes nothing further.
+// TestInjectOwnsTheEgressWait: a pod written by hand (docs/examples/sandbox-pod.yaml) has its
+// install-gate-hook and wait-for-egress-policy replaced by the rendered ones, first, wherever it
+// put them: the example dials the canary Service's DNS name, which a deny-all pod cannot
+// resolve. Injecting again changes nothing further.
 func TestInjectOwnsTheEgressWait(t *testing.T) {
 	o := InjectOptions{GateHookImage: testGateHookImage, EgressCanary: EgressCanary{Host: "10.96.0.44"}}
 	pod := examplePod(t, "sandbox-pod.yaml", "agents")
@@ -160,18 +160,18 @@ func TestInjectOwnsTheEgressWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	inits := pod.Spec.InitContainers
-	if len(inits) != 3 || inits[0].Name != InstallContainerName || inits[1].Name != "own-init" || inits[2].Name != EgressWaitContainerName {
+	if len(inits) != 3 || inits[0].Name != InstallContainerName || inits[1].Name != EgressWaitContainerName || inits[2].Name != "own-init" {
 		t.Fatalf("init containers %v", inits)
 	}
 	if !equality.Semantic.DeepEqual(inits[0], written.Spec.InitContainers[0]) {
-		t.Errorf("install-gate-hook was changed: %+v", inits[0])
+		t.Errorf("install-gate-hook is not the example's, which is the rendered one: %+v", inits[0])
 	}
 	want := egressWaitContainer(o)
-	if !equality.Semantic.DeepEqual(inits[2], want) {
-		t.Errorf("wait-for-egress-policy %+v, want the rendered %+v", inits[2], want)
+	if !equality.Semantic.DeepEqual(inits[1], want) {
+		t.Errorf("wait-for-egress-policy %+v, want the rendered %+v", inits[1], want)
 	}
-	if want := []string{"/egress-wait", "--control", "10.96.0.44:9444", "--denied", "10.96.0.44:9445", "--timeout", "60s"}; !slices.Equal(inits[2].Command, want) {
-		t.Errorf("egress-wait command %q, want %q", inits[2].Command, want)
+	if want := []string{"/egress-wait", "--control", "10.96.0.44:9444", "--denied", "10.96.0.44:9445", "--timeout", "60s"}; !slices.Equal(inits[1].Command, want) {
+		t.Errorf("egress-wait command %q, want %q", inits[1].Command, want)
 	}
 	again := pod.DeepCopy()
 	if _, err := Inject(again, "coding-agents", o); err != nil {

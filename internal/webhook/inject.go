@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
@@ -17,13 +18,13 @@ import (
 )
 
 // Names the injection gives what it adds to a pod: the same names docs/examples/sandbox-pod.yaml
-// writes by hand. A pod written that way keeps its install-gate-hook; its
-// wait-for-egress-policy is the injection's own, rendered anew (Inject).
+// writes by hand. The init containers of those names are the injection's own, rendered anew
+// whatever a pod wrote under them (Inject).
 const (
 	// InstallContainerName is the init container that copies gate-hook into VolumeBin.
 	InstallContainerName = "install-gate-hook"
-	// EgressWaitContainerName is the last init container: it waits until the pod's egress
-	// policy is enforced.
+	// EgressWaitContainerName is the second init container: it waits until the pod's egress
+	// policy is enforced, before anything of the pod's starts.
 	EgressWaitContainerName = "wait-for-egress-policy"
 	// VolumeBin is the emptyDir that holds the gate-hook binary.
 	VolumeBin = "gate-bin"
@@ -36,9 +37,9 @@ const (
 	ManagedSettingsDir = "/etc/claude-code"
 )
 
-// AnnotationSkipContainers lists, comma-separated, the containers of a pod the injection leaves
-// alone (a proxy sidecar, say): they get none of the gate's mounts. Init containers are never
-// given them anyway.
+// AnnotationSkipContainers lists, comma-separated, the containers and native sidecars of a pod
+// the injection leaves alone (a proxy sidecar, say): they get none of the gate's mounts. Init
+// containers that run to completion are never given them anyway.
 const AnnotationSkipContainers = "gate.intutic.io/inject-skip-containers"
 
 // InjectOptions are the installation facts the injection renders: where the bundle and the
@@ -119,34 +120,46 @@ type ConflictError struct{ Reason string }
 
 func (e *ConflictError) Error() string { return e.Reason }
 
-// Inject adds to pod what governs it under policy: the init containers, the volumes, and the
-// mounts of every container the pod does not list in AnnotationSkipContainers. It never touches
-// an init container of another name than the gate's. What is already there under the gate's
-// names is kept, but for the init container wait-for-egress-policy, which the injection owns:
-// one the pod has is replaced, where it stands, by the rendered one (the canary's address, the
-// image, the security context), since the agent must not start before the wait that proves
-// the pod's egress policy enforced. So a second pass changes nothing, and neither does a pod
-// written by hand as the example but for that container. It returns warnings for the pod's
-// author, or a *ConflictError.
+// Inject adds to pod what governs it under policy, or refuses it (a *ConflictError) where what
+// its author wrote under the gate's names or paths is something else:
+//   - the init containers install-gate-hook and wait-for-egress-policy, rendered, run first, in
+//     that order: a pod's own of those names is replaced by the rendering, so no init container
+//     or native sidecar starts before the egress policy is proven enforced, and none under the
+//     gate's names runs what the pod's author wrote;
+//   - the gate's volumes: one the pod already has must be exactly what the injection renders
+//     (the policy's bootstrap ConfigMap, every item, every mode), and VolumeBin an emptyDir;
+//   - the gate's read-only mounts in every governed container: every container and every native
+//     sidecar (an init container with restartPolicy Always) the pod does not list in
+//     AnnotationSkipContainers; and VolumeBin mounted writable by no container but
+//     install-gate-hook.
+//
+// So a second pass changes nothing, and PodValidator judges a pod's final spec by this same
+// function (Governed). It returns warnings for the pod's author.
 func Inject(pod *corev1.Pod, policy string, o InjectOptions) ([]string, error) {
 	cm := bootstrap.ConfigMapName(policy)
-	warnings, err := ensureVolumes(pod, cm)
-	if err != nil {
+	if err := ensureVolumes(pod, cm); err != nil {
 		return nil, err
 	}
 	skip, unknown := skippedContainers(pod)
+	var warnings []string
 	for _, name := range unknown {
-		warnings = append(warnings, fmt.Sprintf("annotation %s names %q, which is not a container of this pod", AnnotationSkipContainers, name))
+		warnings = append(warnings, fmt.Sprintf("annotation %s names %q, which is not a container or native sidecar of this pod", AnnotationSkipContainers, name))
 	}
+	pod.Spec.InitContainers = withInitContainers(pod.Spec.InitContainers, o)
 	governed := 0
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		if skip[c.Name] {
+	for _, c := range containersOf(pod) {
+		if c.Name == InstallContainerName && c.init {
+			continue
+		}
+		if err := binReadOnly(c.Container, c.kind()); err != nil {
+			return nil, err
+		}
+		if !c.governed() || skip[c.Name] {
 			continue
 		}
 		governed++
 		for _, m := range governedMounts(o) {
-			if err := ensureMount(c, m); err != nil {
+			if err := ensureMount(c.Container, m); err != nil {
 				return nil, err
 			}
 		}
@@ -154,16 +167,61 @@ func Inject(pod *corev1.Pod, policy string, o InjectOptions) ([]string, error) {
 	if governed == 0 {
 		warnings = append(warnings, fmt.Sprintf("annotation %s leaves out every container: nothing in this pod runs under policy %s's hook", AnnotationSkipContainers, policy))
 	}
-	pod.Spec.InitContainers = withInitContainers(pod.Spec.InitContainers, o)
 	return warnings, nil
 }
 
-// injectedInitContainers are the init containers the injection adds, in the order they run:
-// first before the pod's own, last after them, just before its containers. This is the one
-// place they are listed. The egress wait runs last, so the agent starts only once the egress
-// NetworkPolicy is enforced on the pod (cmd/egress-wait).
-func injectedInitContainers(o InjectOptions) (first, last []corev1.Container) {
-	return []corev1.Container{installContainer(o)}, []corev1.Container{egressWaitContainer(o)}
+// podContainer is a container of a pod, with where it stands.
+type podContainer struct {
+	*corev1.Container
+	init bool
+}
+
+// governed: a container, or a native sidecar, which runs beside the agent for the pod's life.
+func (c podContainer) governed() bool {
+	return !c.init || (c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways)
+}
+
+func (c podContainer) kind() string {
+	switch {
+	case !c.init:
+		return "container"
+	case c.governed():
+		return "native sidecar"
+	default:
+		return "init container"
+	}
+}
+
+// containersOf are the pod's init containers and containers, pointing into its spec.
+func containersOf(pod *corev1.Pod) []podContainer {
+	var out []podContainer
+	for i := range pod.Spec.InitContainers {
+		out = append(out, podContainer{&pod.Spec.InitContainers[i], true})
+	}
+	for i := range pod.Spec.Containers {
+		out = append(out, podContainer{&pod.Spec.Containers[i], false})
+	}
+	return out
+}
+
+// binReadOnly refuses a container that mounts VolumeBin writable: it could replace the
+// gate-hook binary every governed container runs.
+func binReadOnly(c *corev1.Container, kind string) error {
+	for _, m := range c.VolumeMounts {
+		if m.Name == VolumeBin && !m.ReadOnly {
+			return &ConflictError{fmt.Sprintf("%s %s mounts volume %s writable at %s: only %s may write the gate-hook binary; mount it readOnly, or not at all",
+				kind, c.Name, VolumeBin, m.MountPath, InstallContainerName)}
+		}
+	}
+	return nil
+}
+
+// injectedInitContainers are the init containers the injection adds, in the order they run,
+// before any of the pod's own: this is the one place they are listed. The egress wait runs
+// before the pod's init containers and native sidecars, so nothing of the pod's starts before
+// the egress NetworkPolicy is enforced on it (cmd/egress-wait).
+func injectedInitContainers(o InjectOptions) []corev1.Container {
+	return []corev1.Container{installContainer(o), egressWaitContainer(o)}
 }
 
 // egressWaitContainer holds the pod's containers back until the canary's denied port is seen
@@ -202,26 +260,19 @@ func installContainer(o InjectOptions) corev1.Container {
 	}
 }
 
-// withInitContainers puts the injected init containers the pod lacks (by name) around its own,
-// and replaces, in place, a wait-for-egress-policy the pod has with the rendered one.
+// withInitContainers puts the rendered injected init containers first, each in place of the
+// pod's own of its name wherever that stood (keeping of it only what the API server defaults).
 func withInitContainers(have []corev1.Container, o InjectOptions) []corev1.Container {
-	first, last := injectedInitContainers(o)
-	have = slices.Clone(have)
-	for i := range have {
-		if have[i].Name == EgressWaitContainerName {
-			have[i] = renderedOver(egressWaitContainer(o), have[i])
+	rendered := injectedInitContainers(o)
+	for i, c := range rendered {
+		if j := slices.IndexFunc(have, func(h corev1.Container) bool { return h.Name == c.Name }); j >= 0 {
+			rendered[i] = renderedOver(c, have[j])
 		}
 	}
-	missing := func(cs []corev1.Container) []corev1.Container {
-		return slices.DeleteFunc(cs, func(c corev1.Container) bool {
-			return slices.ContainsFunc(have, func(h corev1.Container) bool { return h.Name == c.Name })
-		})
-	}
-	first, last = missing(first), missing(last)
-	if len(first) == 0 && len(last) == 0 {
-		return have
-	}
-	return slices.Concat(first, have, last)
+	own := slices.DeleteFunc(slices.Clone(have), func(h corev1.Container) bool {
+		return slices.ContainsFunc(rendered, func(c corev1.Container) bool { return c.Name == h.Name })
+	})
+	return slices.Concat(rendered, own)
 }
 
 // renderedOver is the rendered container c in place of the pod's own, keeping only what of the
@@ -274,43 +325,74 @@ func describeMount(m corev1.VolumeMount) string {
 	return "volume " + m.Name
 }
 
-// ensureVolumes adds the gate's volumes the pod lacks; warnings say what an existing one lacks.
-// One the pod already has under a gate name must be what the injection would add where it
-// matters: the policy's bootstrap ConfigMap for the hooks and the managed settings (a pod
-// labelled for one policy never runs another's rules).
-func ensureVolumes(pod *corev1.Pod, configMap string) ([]string, error) {
-	var warnings []string
+// ensureVolumes adds the gate's volumes the pod lacks. One the pod already has under a gate
+// name must be exactly what the injection renders, the API server's defaults aside: VolumeBin
+// an emptyDir, the others the policy's bootstrap ConfigMap with the rendered sources, items
+// and modes (a pod labelled for one policy never runs another's rules, and no item, mode or
+// source of the pod's own drops, hides or replaces a file the gate puts there).
+func ensureVolumes(pod *corev1.Pod, configMap string) error {
 	for _, v := range gateVolumes(configMap) {
 		i := slices.IndexFunc(pod.Spec.Volumes, func(h corev1.Volume) bool { return h.Name == v.Name })
 		if i < 0 {
 			pod.Spec.Volumes = append(pod.Spec.Volumes, v)
 			continue
 		}
-		have := &pod.Spec.Volumes[i]
-		switch v.Name {
-		case VolumeBin:
-			// Whatever the pod provides it with, install-gate-hook writes there.
-		case VolumeHooks:
-			cm, podName := hooksSources(have)
-			if cm == nil || cm.Name != configMap || (cm.Optional != nil && *cm.Optional) {
-				return nil, wrongVolume(v.Name, "must hold ConfigMap "+configMap)
+		have := pod.Spec.Volumes[i]
+		switch {
+		case v.Name == VolumeBin && (have.EmptyDir == nil || have.VolumeSource != corev1.VolumeSource{EmptyDir: have.EmptyDir}):
+			return wrongVolume(v.Name, "must be an emptyDir, which install-gate-hook fills")
+		case v.Name == VolumeBin:
+		case !equality.Semantic.DeepEqual(volumeDefaults(have), volumeDefaults(v)):
+			return wrongVolume(v.Name, fmt.Sprintf("must be exactly what the injection renders from ConfigMap %s (%s)", configMap, describeVolume(v)))
+		}
+	}
+	return nil
+}
+
+// volumeDefaults is v with the API server's defaults written out (modes 0644, field paths of
+// API version v1, optional false), so that a volume as created compares equal to its rendering.
+func volumeDefaults(v corev1.Volume) corev1.Volume {
+	v = *v.DeepCopy()
+	mode := func(m **int32) {
+		if *m == nil {
+			*m = ptr.To(corev1.ConfigMapVolumeSourceDefaultMode)
+		}
+	}
+	optional := func(o **bool) {
+		if *o != nil && !**o {
+			*o = nil
+		}
+	}
+	if cm := v.ConfigMap; cm != nil {
+		mode(&cm.DefaultMode)
+		optional(&cm.Optional)
+	}
+	if p := v.Projected; p != nil {
+		mode(&p.DefaultMode)
+		for _, src := range p.Sources {
+			if src.ConfigMap != nil {
+				optional(&src.ConfigMap.Optional)
 			}
-			if !podName {
-				warnings = append(warnings, fmt.Sprintf("volume %s has no downwardAPI item %s (metadata.name): rules on caller.pod see \"\" in this pod", VolumeHooks, gate.PodNameFile))
-			}
-		case VolumeManagedSettings:
-			cm := have.ConfigMap
-			if cm == nil || cm.Name != configMap || (cm.Optional != nil && *cm.Optional) {
-				return nil, wrongVolume(v.Name, "must be ConfigMap "+configMap)
-			}
-			if len(cm.Items) > 0 && !slices.ContainsFunc(cm.Items, func(k corev1.KeyToPath) bool {
-				return k.Key == bootstrap.KeyManagedSettings && k.Path == bootstrap.KeyManagedSettings
-			}) {
-				return nil, wrongVolume(v.Name, fmt.Sprintf("must project key %s of ConfigMap %s as %s", bootstrap.KeyManagedSettings, configMap, bootstrap.KeyManagedSettings))
+			if src.DownwardAPI != nil {
+				for i := range src.DownwardAPI.Items {
+					if f := src.DownwardAPI.Items[i].FieldRef; f != nil && f.APIVersion == "" {
+						f.APIVersion = "v1"
+					}
+				}
 			}
 		}
 	}
-	return warnings, nil
+	return v
+}
+
+// describeVolume says what a rendered gate volume holds, for a refusal.
+func describeVolume(v corev1.Volume) string {
+	switch v.Name {
+	case VolumeHooks:
+		return fmt.Sprintf("a projected volume of every key, and %s from metadata.name, mode 0644", gate.PodNameFile)
+	default:
+		return fmt.Sprintf("a configMap volume of the one item %s, mode 0644", bootstrap.KeyManagedSettings)
+	}
 }
 
 func wrongVolume(name, what string) error {
@@ -339,35 +421,8 @@ func gateVolumes(configMap string) []corev1.Volume {
 	}
 }
 
-// hooksSources reads the bundle volume a pod wrote itself: the ConfigMap it mounts (a
-// configMap volume, or the one ConfigMap of a projected volume) and whether the pod's name is
-// beside it.
-func hooksSources(v *corev1.Volume) (*corev1.ConfigMapVolumeSource, bool) {
-	if v.ConfigMap != nil {
-		return v.ConfigMap, false
-	}
-	if v.Projected == nil {
-		return nil, false
-	}
-	var cm *corev1.ConfigMapVolumeSource
-	podName := false
-	for _, src := range v.Projected.Sources {
-		switch {
-		case src.ConfigMap != nil && cm != nil:
-			return nil, false // two bundles in one directory: not the gate's
-		case src.ConfigMap != nil:
-			cm = &corev1.ConfigMapVolumeSource{LocalObjectReference: src.ConfigMap.LocalObjectReference, Optional: src.ConfigMap.Optional}
-		case src.DownwardAPI != nil:
-			podName = podName || slices.ContainsFunc(src.DownwardAPI.Items, func(f corev1.DownwardAPIVolumeFile) bool {
-				return f.Path == gate.PodNameFile && f.FieldRef != nil && f.FieldRef.FieldPath == "metadata.name"
-			})
-		}
-	}
-	return cm, podName
-}
-
 // skippedContainers reads AnnotationSkipContainers: the names it lists, and those of them that
-// are no container of the pod.
+// are no container or native sidecar of the pod.
 func skippedContainers(pod *corev1.Pod) (skip map[string]bool, unknown []string) {
 	skip = map[string]bool{}
 	list := pod.Annotations[AnnotationSkipContainers]
@@ -380,9 +435,57 @@ func skippedContainers(pod *corev1.Pod) (skip map[string]bool, unknown []string)
 			continue
 		}
 		skip[name] = true
-		if !slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == name }) {
+		if !slices.ContainsFunc(containersOf(pod), func(c podContainer) bool { return c.governed() && c.Name == name }) {
 			unknown = append(unknown, name)
 		}
 	}
 	return skip, unknown
+}
+
+// Governed says why pod, as it stands, is not what Inject renders for it under policy, or nil:
+// the same function judges, so a pod Inject produced passes, and so does
+// docs/examples/sandbox-pod.yaml with the rendered wait-for-egress-policy. What Inject would
+// refuse is that refusal; what it would add or replace is named.
+func Governed(pod *corev1.Pod, policy string, o InjectOptions) error {
+	want := pod.DeepCopy()
+	if _, err := Inject(want, policy, o); err != nil {
+		return err
+	}
+	have := pod.Spec
+	names := func(cs []corev1.Container) []string {
+		out := make([]string, len(cs))
+		for i, c := range cs {
+			out[i] = c.Name
+		}
+		return out
+	}
+	if got, rendered := names(have.InitContainers), names(want.Spec.InitContainers); !slices.Equal(got, rendered) {
+		return fmt.Errorf("its init containers are %q, and the injection runs %s and %s first: %q", got, InstallContainerName, EgressWaitContainerName, rendered)
+	}
+	for i, c := range containersOf(want) {
+		switch h := containersOf(pod)[i]; {
+		case equality.Semantic.DeepEqual(*c.Container, *h.Container):
+		case c.init && !c.governed():
+			return fmt.Errorf("init container %s is not what the injection renders (image %s, command %q, its security context and mounts)", c.Name, c.Image, c.Command)
+		default:
+			return fmt.Errorf("%s %s lacks the gate's read-only mounts (%s)", c.kind(), c.Name, describeMounts(governedMounts(o)))
+		}
+	}
+	for _, v := range want.Spec.Volumes {
+		if !slices.ContainsFunc(have.Volumes, func(h corev1.Volume) bool { return h.Name == v.Name }) {
+			return fmt.Errorf("it has no volume %s", v.Name)
+		}
+	}
+	if !equality.Semantic.DeepEqual(want.Spec, have) {
+		return fmt.Errorf("its spec is not what the injection renders")
+	}
+	return nil
+}
+
+func describeMounts(ms []corev1.VolumeMount) string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Name + " at " + m.MountPath
+	}
+	return strings.Join(out, ", ")
 }

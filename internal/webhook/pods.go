@@ -42,50 +42,23 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if req.Operation != admissionv1.Create {
 		return admission.Allowed("")
 	}
-	pod := &corev1.Pod{}
-	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err))
+	g, refused := h.governing(ctx, req)
+	if refused != nil {
+		return *refused
 	}
-	name, labelled := pod.Labels[gatev1.LabelPolicy]
-	if !labelled {
-		// The webhook's objectSelector sends only labelled pods; anything else is not ours.
-		return admission.Allowed("")
-	}
-	if errs := validationErrors(name); errs != "" {
-		return admission.Denied(fmt.Sprintf("label %s=%q names no HarnessAgentPolicy: %s", gatev1.LabelPolicy, name, errs))
-	}
-	ns := req.Namespace
-	policy := &gatev1.HarnessAgentPolicy{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, policy); err != nil {
-		if apierrors.IsNotFound(err) {
-			return admission.Denied(fmt.Sprintf("the pod's label %s names HarnessAgentPolicy %q, which does not exist in namespace %s: apply the policy first, or fix the label",
-				gatev1.LabelPolicy, name, ns))
-		}
-		logf.FromContext(ctx).Error(err, "reading the HarnessAgentPolicy a pod names", "namespace", ns, "policy", name)
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("HarnessAgentPolicy %s/%s could not be read, so the pod cannot be governed", ns, name))
-	}
-
+	pod := g.pod
 	before, err := json.Marshal(pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	original := pod.DeepCopy()
-	opts, refusal, err := h.resolveCanary(ctx)
-	if err != nil {
-		logf.FromContext(ctx).Error(err, "reading the egress canary Service")
-		c := opts.EgressCanary
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("the egress canary Service %s/%s could not be read, so the pod cannot be governed", c.Namespace, c.Service))
-	}
-	if refusal != "" {
-		return admission.Denied("the pod cannot be governed: " + refusal)
-	}
-	warnings, err := Inject(pod, name, opts)
+	warnings, err := Inject(pod, g.policy.Name, g.options)
 	if conflict := (*ConflictError)(nil); errors.As(err, &conflict) {
-		return admission.Denied(fmt.Sprintf("the pod cannot be governed by HarnessAgentPolicy %s: %s", name, conflict.Reason))
+		return admission.Denied(fmt.Sprintf("the pod cannot be governed by HarnessAgentPolicy %s: %s", g.policy.Name, conflict.Reason))
 	} else if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	warnings = append(warnings, policyWarnings(policy, pod)...)
+	warnings = append(warnings, policyWarnings(g.policy, pod)...)
 	if equality.Semantic.DeepEqual(original, pod) {
 		return admission.Allowed("already governed").WithWarnings(warnings...)
 	}
@@ -96,6 +69,75 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	// The patch is the difference between the pod as decoded and as injected, both encoded the
 	// same way, so it holds only what Inject changed.
 	return admission.PatchResponseFromRaw(before, after).WithWarnings(warnings...)
+}
+
+// governing is what a pod asked to be governed by: the pod decoded, the policy its label names
+// (read from the API server), and the injection's options with the egress canary's ClusterIP;
+// or the response that refuses it (or, for a pod without the label, allows it).
+type governing struct {
+	pod     *corev1.Pod
+	policy  *gatev1.HarnessAgentPolicy
+	options InjectOptions
+}
+
+func (h *PodInjector) governing(ctx context.Context, req admission.Request) (governing, *admission.Response) {
+	refuse := func(r admission.Response) (governing, *admission.Response) { return governing{}, &r }
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
+		return refuse(admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err)))
+	}
+	name, labelled := pod.Labels[gatev1.LabelPolicy]
+	if !labelled {
+		// The webhooks' objectSelector sends only labelled pods; anything else is not ours.
+		return refuse(admission.Allowed(""))
+	}
+	if errs := validationErrors(name); errs != "" {
+		return refuse(admission.Denied(fmt.Sprintf("label %s=%q names no HarnessAgentPolicy: %s", gatev1.LabelPolicy, name, errs)))
+	}
+	ns := req.Namespace
+	policy := &gatev1.HarnessAgentPolicy{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, policy); err != nil {
+		if apierrors.IsNotFound(err) {
+			return refuse(admission.Denied(fmt.Sprintf("the pod's label %s names HarnessAgentPolicy %q, which does not exist in namespace %s: apply the policy first, or fix the label",
+				gatev1.LabelPolicy, name, ns)))
+		}
+		logf.FromContext(ctx).Error(err, "reading the HarnessAgentPolicy a pod names", "namespace", ns, "policy", name)
+		return refuse(admission.Errored(http.StatusInternalServerError, fmt.Errorf("HarnessAgentPolicy %s/%s could not be read, so the pod cannot be governed", ns, name)))
+	}
+	opts, refusal, err := h.resolveCanary(ctx)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "reading the egress canary Service")
+		c := opts.EgressCanary
+		return refuse(admission.Errored(http.StatusInternalServerError, fmt.Errorf("the egress canary Service %s/%s could not be read, so the pod cannot be governed", c.Namespace, c.Service)))
+	}
+	if refusal != "" {
+		return refuse(admission.Denied("the pod cannot be governed: " + refusal))
+	}
+	return governing{pod: pod, policy: policy, options: opts}, nil
+}
+
+// PodValidator admits a labelled pod only if its final spec, after every mutating webhook and
+// the API server's defaults, is what the injection renders for it (Governed): a pod labelled
+// by a webhook that runs after ours, one created where the pod webhook does not serve, or one
+// another webhook changed after ours is refused, not run half governed. It shares
+// PodInjector's reads, so a pod it admits has the policy and canary address it was injected with.
+type PodValidator struct{ Injector *PodInjector }
+
+var _ admission.Handler = (*PodValidator)(nil)
+
+// Handle implements admission.Handler.
+func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create {
+		return admission.Allowed("")
+	}
+	g, refused := v.Injector.governing(ctx, req)
+	if refused != nil {
+		return *refused
+	}
+	if err := Governed(g.pod, g.policy.Name, g.options); err != nil {
+		return admission.Denied(fmt.Sprintf("the pod carries label %s=%s but is not governed as the injection renders it: %s", gatev1.LabelPolicy, g.policy.Name, err))
+	}
+	return admission.Allowed("governed")
 }
 
 // resolveCanary is h.Options with the egress canary's Host set to its Service's ClusterIP, read

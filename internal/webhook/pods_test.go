@@ -132,7 +132,7 @@ func TestPodNamingAMissingPolicyRefused(t *testing.T) {
 }
 
 // TestPodInjectionLeavesWhatItDidNotAdd: the pod's own init containers get nothing, containers
-// listed in the skip annotation get nothing, and the gate's init container runs first.
+// listed in the skip annotation get nothing, and the gate's init containers run first.
 func TestPodInjectionLeavesWhatItDidNotAdd(t *testing.T) {
 	ctx := testutil.Context(t, time.Minute)
 	ns := governedNamespace(t, "skip-")
@@ -151,10 +151,10 @@ func TestPodInjectionLeavesWhatItDidNotAdd(t *testing.T) {
 		}
 		return out
 	}
-	if got := names(pod.Spec.InitContainers); !slices.Equal(got, []string{InstallContainerName, "clone", EgressWaitContainerName}) {
-		t.Errorf("init containers %v, want install-gate-hook before the pod's own and the egress wait after them", got)
+	if got := names(pod.Spec.InitContainers); !slices.Equal(got, []string{InstallContainerName, EgressWaitContainerName, "clone"}) {
+		t.Errorf("init containers %v, want install-gate-hook and the egress wait before the pod's own", got)
 	}
-	if m := pod.Spec.InitContainers[1].VolumeMounts; len(m) != 0 {
+	if m := pod.Spec.InitContainers[2].VolumeMounts; len(m) != 0 {
 		t.Errorf("the pod's own init container got mounts %v", m)
 	}
 	if m := pod.Spec.Containers[1].VolumeMounts; len(m) != 0 {
@@ -163,7 +163,7 @@ func TestPodInjectionLeavesWhatItDidNotAdd(t *testing.T) {
 	if m := pod.Spec.Containers[0].VolumeMounts; len(m) != 3 {
 		t.Errorf("the agent got mounts %v, want the gate's three", m)
 	}
-	if w := warnings.Take(); len(w) != 1 || !strings.Contains(w[0], `"nothing-by-that-name", which is not a container of this pod`) {
+	if w := warnings.Take(); len(w) != 1 || !strings.Contains(w[0], `"nothing-by-that-name", which is not a container or native sidecar of this pod`) {
 		t.Errorf("warnings %q, want one about the unknown name in the annotation", w)
 	}
 }
@@ -185,7 +185,7 @@ func TestPodConflictsRefused(t *testing.T) {
 	pod = examplePod(t, "sandbox-pod.yaml", ns)
 	pod.Spec.Volumes[1].Projected.Sources[0].ConfigMap.Name = "other-policy-bootstrap"
 	err = k8sClient.Create(ctx, pod)
-	if err == nil || !strings.Contains(err.Error(), "volume gate-hooks must hold ConfigMap coding-agents-bootstrap") {
+	if err == nil || !strings.Contains(err.Error(), "volume gate-hooks must be exactly what the injection renders from ConfigMap coding-agents-bootstrap") {
 		t.Errorf("another policy's bundle under the gate's volume name: %v", err)
 	}
 }

@@ -24,6 +24,8 @@ const (
 	PolicyPath    = "/validate-harnessagentpolicy"
 	ConfirmerPath = "/validate-sessionconfirmer"
 	PodPath       = "/mutate-pod"
+	// PodValidatorPath judges a labelled pod's final spec against the injection (PodValidator).
+	PodValidatorPath = "/validate-pod"
 )
 
 // Options configure the manager's webhooks.
@@ -104,9 +106,11 @@ func (s *Server) SetupWithManager(mgr manager.Manager, reader client.Reader) err
 	}
 	s.Register(PolicyPath, &admission.Webhook{Handler: &PolicyValidator{Bootstrap: s.opts.Bootstrap}})
 	s.Register(ConfirmerPath, &admission.Webhook{Handler: &ConfirmerValidator{Reader: reader}})
-	s.Register(PodPath, &admission.Webhook{Handler: &PodInjector{Reader: reader, Options: InjectOptions{
+	injector := &PodInjector{Reader: reader, Options: InjectOptions{
 		Bootstrap: s.opts.Bootstrap, GateHookImage: s.opts.GateHookImage, EgressCanary: s.opts.EgressCanary,
-	}}})
+	}}
+	s.Register(PodPath, &admission.Webhook{Handler: injector})
+	s.Register(PodValidatorPath, &admission.Webhook{Handler: &PodValidator{Injector: injector}})
 	s.Register(ApprovalRecorderPath, &admission.Webhook{Handler: &ApprovalRecorder{}})
 	s.Register(ApprovalValidatorPath, &admission.Webhook{Handler: &ApprovalValidator{Reviews: mgr.GetClient()}})
 	return mgr.AddReadyzCheck("webhook", s.StartedChecker())

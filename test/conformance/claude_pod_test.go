@@ -90,9 +90,8 @@ func TestClaudeCodeInPod(t *testing.T) {
 	policyKey := types.NamespacedName{Namespace: podNamespace, Name: p.Name}
 	policy := waitPolicy(ctx, t, env, policyKey, 1)
 
-	env.Step("starting the sandbox pods (docs/examples/sandbox-pod.yaml with Claude Code; one without gate-hook)")
+	env.Step("starting the sandbox pods (docs/examples/sandbox-pod.yaml with Claude Code; one whose hook files each case breaks)")
 	governed := applyClaudePod(ctx, t, env, "coding-agent-0", nil)
-	noHook := applyClaudePod(ctx, t, env, "coding-agent-nohook", noHookInstalled(t))
 	faults := applyClaudePod(ctx, t, env, "coding-agent-faults", faultPod)
 	before := &corev1.Pod{}
 	mustDo(t, c.Get(ctx, types.NamespacedName{Namespace: podNamespace, Name: governed}, before))
@@ -133,10 +132,6 @@ func TestClaudeCodeInPod(t *testing.T) {
 			input:  map[string]any{"file_path": agentHome + "/outside", "content": "x"},
 			marker: agentHome + "/outside",
 			check:  blockedWith("agents write only inside /workspace")},
-		{name: "a missing gate-hook binary blocks", pod: noHook, tool: "Bash",
-			input:  map[string]any{"command": "touch /workspace/nohook"},
-			marker: "/workspace/nohook",
-			check:  blockedWith("the gate-hook binary is missing")},
 		{name: "after a policy edit, the call meets the new rules (no pod restart)", pod: governed, tool: "Bash",
 			input:  map[string]any{"command": "touch /workspace/after-edit"},
 			marker: "/workspace/after-edit",
@@ -173,6 +168,7 @@ func TestClaudeCodeInPod(t *testing.T) {
 		{name: "an unreadable hook wrapper blocks", marker: "unreadable", fault: "chmod 000 " + faultHooks + "/gate-hook.sh", check: noAnswer},
 		{name: "a garbage hook wrapper blocks", marker: "garbage", fault: `printf '\177ELF ((( esac' > ` + faultHooks + "/gate-hook.sh", check: noAnswer},
 		{name: "an agent image without /usr/bin/env blocks", marker: "noenv", fault: "rm /usr/bin/env", check: noAnswer},
+		{name: "a missing gate-hook binary blocks", marker: "nohook", fault: "rm " + faultBin + "/gate-hook", check: blockedWith("the gate-hook binary is missing")},
 	} {
 		marker := "/workspace/fault-" + f.marker
 		faultCases = append(faultCases, podCase{name: f.name, pod: faults, tool: "Bash", input: map[string]any{"command": "touch " + marker}, marker: marker,
@@ -269,53 +265,47 @@ func addEmptyDirs(pod *corev1.Pod, c *corev1.Container, mounts map[string]string
 	}
 }
 
-// noHookInstalled makes the init container that installs gate-hook install nothing, so the
-// binary is missing. (Leaving the init container out would not do: the pod injection webhook
-// adds it back, while it keeps one of its name as written.)
-func noHookInstalled(t *testing.T) func(pod *corev1.Pod, _ *corev1.Container) {
-	return func(pod *corev1.Pod, _ *corev1.Container) {
-		i := slices.IndexFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == webhook.InstallContainerName })
-		if i < 0 {
-			t.Fatal("docs/examples/sandbox-pod.yaml has no init container " + webhook.InstallContainerName)
-		}
-		install := &pod.Spec.InitContainers[i]
-		install.Image, install.ImagePullPolicy, install.Command, install.Args = localenv.ClaudeAgentImage, corev1.PullNever, []string{"/bin/true"}, nil
-	}
-}
-
-// faultHooks is where the fault pod's agent container has the hook directory: an emptyDir the
-// test fills from the bundle (breakFaultPod), so that each case can leave the wrapper as a
-// fault would. A governed pod mounts the bundle read-only there; the fault pod's agent
-// container is left out of the injection (AnnotationSkipContainers) and mounts the bundle at
-// faultBundle instead.
+// faultHooks and faultBin are where the fault pod's agent container has the hook directory and
+// the gate-hook binary's: emptyDirs the test fills from the bundle and the installed binary
+// (breakFaultPod), so that each case can leave the wrapper or the binary as a fault would. A
+// governed pod mounts the bundle and the binary read-only there; the fault pod's agent container
+// is left out of the injection (AnnotationSkipContainers) and mounts them at faultBundle and
+// faultInstalled instead (the gate-bin volume read-only, as every container but
+// install-gate-hook must).
 const (
-	faultHooks  = "/opt/intutic/hooks"
-	faultBundle = "/opt/intutic/bundle"
+	faultHooks     = "/opt/intutic/hooks"
+	faultBundle    = "/opt/intutic/bundle"
+	faultBin       = "/opt/intutic/bin"
+	faultInstalled = "/opt/intutic/installed"
 )
 
 // faultPod is the fault pod's edit: the agent container skipped by the injection, the bundle
-// at faultBundle, emptyDirs at faultHooks and at /usr/bin (the image's /usr/bin holds only env,
-// which breakFaultPod puts back or leaves out).
+// at faultBundle and the installed binary at faultInstalled, emptyDirs at faultHooks, faultBin
+// and /usr/bin (the image's /usr/bin holds only env, which breakFaultPod puts back or leaves
+// out).
 func faultPod(pod *corev1.Pod, agent *corev1.Container) {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[webhook.AnnotationSkipContainers] = agent.Name
 	for i, m := range agent.VolumeMounts {
-		if m.Name == webhook.VolumeHooks {
+		switch m.Name {
+		case webhook.VolumeHooks:
 			agent.VolumeMounts[i].MountPath = faultBundle
+		case webhook.VolumeBin:
+			agent.VolumeMounts[i].MountPath = faultInstalled
 		}
 	}
-	addEmptyDirs(pod, agent, map[string]string{"faulty-hooks": faultHooks, "usr-bin": "/usr/bin"})
+	addEmptyDirs(pod, agent, map[string]string{"faulty-hooks": faultHooks, "faulty-bin": faultBin, "usr-bin": "/usr/bin"})
 }
 
-// breakFaultPod fills the fault pod's hook directory with a copy of the bundle, puts
-// /usr/bin/env back, and then runs fault (a busybox sh command; "" leaves both intact). The
+// breakFaultPod fills the fault pod's hook directory with a copy of the bundle and its binary
+// directory with the installed gate-hook, puts /usr/bin/env back, and then runs fault (a busybox sh command; "" leaves both intact). The
 // directory is root's (an emptyDir), so nothing here changes its own mode; rm removes a mode 000
 // file the agent's user cannot read.
 func breakFaultPod(ctx context.Context, t *testing.T, env *localenv.Env, pod, fault string) {
 	t.Helper()
-	script := "exec 2>&1; set -e; cd " + faultHooks + "; rm -rf ./* ; cp -RL " + faultBundle + "/* . ; /bin/busybox ln -sf /bin/busybox /usr/bin/env"
+	script := "exec 2>&1; set -e; cd " + faultHooks + "; rm -rf ./* ; cp -RL " + faultBundle + "/* . ; rm -rf " + faultBin + "/*; cp " + faultInstalled + "/gate-hook " + faultBin + "/; /bin/busybox ln -sf /bin/busybox /usr/bin/env"
 	if fault != "" {
 		script += "; " + fault
 	}

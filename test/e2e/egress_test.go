@@ -318,4 +318,5 @@ spec:
 	if code != 2 || !strings.Contains(out, `"permissionDecision":"deny"`) {
 		t.Errorf("a blocked Bash in the labelled pod: exit %d, %s", code, out)
 	}
+	t.Run("governed pods", func(t *testing.T) { testGovernedPods(ctx, t, env, pod) })
 }

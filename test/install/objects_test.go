@@ -64,7 +64,7 @@ func kinds(objs []*unstructured.Unstructured) []string {
 	return out
 }
 
-var clusterScoped = []string{"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
+var clusterScoped = []string{"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 func isNamespaced(o *unstructured.Unstructured) bool {
 	return !slices.Contains(clusterScoped, o.GetKind())

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/intutic/gate-operator/internal/webhook"
 )
@@ -36,6 +37,10 @@ func TestWebhookConfigurations(t *testing.T) {
 			continue
 		}
 		paths[w.Name] = *w.ClientConfig.Service.Path
+		if w.Name == governedPods {
+			checkGovernedPodsWebhook(t, w)
+			continue
+		}
 		if *w.FailurePolicy != admissionregv1.Ignore {
 			t.Errorf("%s failurePolicy %s, want Ignore (the controller's status is the safety net)", w.Name, *w.FailurePolicy)
 		}
@@ -57,6 +62,7 @@ func TestWebhookConfigurations(t *testing.T) {
 		"harnessagentpolicies.gate.intutic.io": webhook.PolicyPath,
 		"sessionconfirmers.gate.intutic.io":    webhook.ConfirmerPath,
 		"pods.gate.intutic.io":                 webhook.PodPath,
+		governedPods:                           webhook.PodValidatorPath,
 		"validating " + approvals:              webhook.ApprovalValidatorPath,
 		"mutating " + approvals:                webhook.ApprovalRecorderPath,
 	}
@@ -89,6 +95,10 @@ func TestWebhookConfigurations(t *testing.T) {
 		v, m := webhookConfigurations(t, helmTemplate(t, "--set", "watchNamespaces={a,b}"))
 		in := metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}
 		for _, w := range v.Webhooks {
+			if w.Name == governedPods {
+				checkGovernedPodsWebhook(t, w) // every namespace but the excluded ones, whatever watchNamespaces says
+				continue
+			}
 			if w.Name == approvals {
 				// Fail closed everywhere: outside the served namespaces the manager may not review
 				// approvers, so a decision there is refused rather than let through.
@@ -185,4 +195,71 @@ func webhookConfigurations(t *testing.T, objs []*unstructured.Unstructured) (*ad
 		t.Fatalf("%d validating and %d mutating webhook configurations, want one each", len(v), len(m))
 	}
 	return typed[admissionregv1.ValidatingWebhookConfiguration](t, v[0]), typed[admissionregv1.MutatingWebhookConfiguration](t, m[0])
+}
+
+// governedPods is the validating webhook that judges a labelled pod's final spec.
+const governedPods = "governed-pods.gate.intutic.io"
+
+// governedNamespaces is the namespaceSelector of the checks of governed pods with the chart's
+// defaults: every namespace but the release namespace, kube-system, kube-public and
+// kube-node-lease.
+var governedNamespaces = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+	Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{namespace, "kube-system", "kube-public", "kube-node-lease"}}}}
+
+// checkGovernedPodsWebhook: the validating pod webhook fails closed, sees only labelled pods at
+// CREATE, in every namespace but the excluded ones.
+func checkGovernedPodsWebhook(t *testing.T, w admissionregv1.ValidatingWebhook) {
+	t.Helper()
+	objects := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gate.intutic.io/policy", Operator: metav1.LabelSelectorOpExists}}}
+	if *w.FailurePolicy != admissionregv1.Fail || !equality.Semantic.DeepEqual(w.ObjectSelector, objects) || !equality.Semantic.DeepEqual(w.NamespaceSelector, governedNamespaces) ||
+		len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregv1.OperationType{admissionregv1.Create}) || !slices.Equal(w.Rules[0].Resources, []string{"pods"}) {
+		t.Errorf("%s: failurePolicy %s, objectSelector %v, namespaceSelector %v, rules %v", w.Name, *w.FailurePolicy, w.ObjectSelector, w.NamespaceSelector, w.Rules)
+	}
+}
+
+// TestAdmissionPolicies: the chart's ValidatingAdmissionPolicies and bindings, generated from
+// config/admission-policies (TestChartInSync), render for the default values to config/'s,
+// names and labels aside; each binding names its release's policy and denies; a binding scoped
+// to governed namespaces leaves out the release namespace and admission.excludedNamespaces.
+func TestAdmissionPolicies(t *testing.T) {
+	spec := func(objs []*unstructured.Unstructured, prefix string) map[string]any {
+		out := map[string]any{}
+		for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+			for _, o := range ofKind(objs, kind) {
+				s, _, _ := unstructured.NestedMap(o.Object, "spec")
+				if p, ok := s["policyName"].(string); ok {
+					s["policyName"] = strings.TrimPrefix(p, prefix)
+				}
+				out[kind+" "+strings.TrimPrefix(o.GetName(), prefix)] = s
+			}
+		}
+		return out
+	}
+	k, h := spec(kustomize(t), "gate-operator"), spec(helmTemplate(t), "gate-operator")
+	if len(k) == 0 || !equality.Semantic.DeepEqual(k, h) {
+		t.Errorf("the chart's admission policies differ from config/admission-policies:\nkustomize:\n%s\nhelm:\n%s", toYAML(t, k), toYAML(t, h))
+	}
+	objs := helmTemplate(t, "--set", "admission.excludedNamespaces={kube-system,platform}")
+	bindings := ofKind(objs, "ValidatingAdmissionPolicyBinding")
+	if len(bindings) == 0 {
+		t.Fatal("no ValidatingAdmissionPolicyBinding rendered")
+	}
+	for _, b := range bindings {
+		var binding admissionregv1.ValidatingAdmissionPolicyBinding
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(b.Object, &binding); err != nil {
+			t.Fatal(err)
+		}
+		if len(ofKind(objs, "ValidatingAdmissionPolicy")) == 0 || !slices.ContainsFunc(ofKind(objs, "ValidatingAdmissionPolicy"), func(p *unstructured.Unstructured) bool { return p.GetName() == binding.Spec.PolicyName }) {
+			t.Errorf("binding %s names policy %q, which the chart does not render", binding.Name, binding.Spec.PolicyName)
+		}
+		if !slices.Equal(binding.Spec.ValidationActions, []admissionregv1.ValidationAction{admissionregv1.Deny}) {
+			t.Errorf("binding %s validationActions %v, want [Deny]", binding.Name, binding.Spec.ValidationActions)
+		}
+		if mr := binding.Spec.MatchResources; mr != nil && mr.NamespaceSelector != nil {
+			want := []string{namespace, "kube-system", "platform"}
+			if e := mr.NamespaceSelector.MatchExpressions; len(e) != 1 || e[0].Operator != metav1.LabelSelectorOpNotIn || !slices.Equal(e[0].Values, want) {
+				t.Errorf("binding %s namespaceSelector %v, want every namespace but %v", binding.Name, mr.NamespaceSelector, want)
+			}
+		}
+	}
 }

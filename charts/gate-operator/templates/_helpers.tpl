@@ -98,6 +98,19 @@ namespaceSelector:
 {{- end }}
 {{- end }}
 
+{{/*
+The namespaces the checks of governed pods see (the governed-pods webhook, the
+ValidatingAdmissionPolicies of config/admission-policies): every one but the release namespace
+and admission.excludedNamespaces. The body of a namespaceSelector.
+*/}}
+{{- define "gate-operator.governedNamespaceSelector" -}}
+matchExpressions:
+- key: kubernetes.io/metadata.name
+  operator: NotIn
+  values:
+    {{- toYaml (prepend .Values.admission.excludedNamespaces .Release.Namespace | uniq) | nindent 4 }}
+{{- end }}
+
 {{/* The egress canary's Service, which every injected egress-wait dials. */}}
 {{- define "gate-operator.egressCanaryService" -}}
 {{ include "gate-operator.fullname" . }}-egress-canary
