@@ -94,18 +94,8 @@ func templateAdmissionPolicy(path string, doc []byte) (string, error) {
 	}
 	spec, _ := obj["spec"].(map[string]any)
 	if kind == "ValidatingAdmissionPolicyBinding" {
-		policy, _ := spec["policyName"].(string)
-		if _, err := releaseName(path, policy); err != nil {
+		if err := templateBinding(path, name, spec); err != nil {
 			return "", err
-		}
-		spec["policyName"] = policyNamePlaceholder + strings.TrimPrefix(policy, defaultFullname)
-		if mr, ok := spec["matchResources"].(map[string]any); ok {
-			if sel, ok := mr["namespaceSelector"]; ok {
-				if !reflect.DeepEqual(sel, governedNamespaceSelector) {
-					return "", fmt.Errorf("%s: binding %s: namespaceSelector %v; the chart templates only %v (every namespace but the excluded ones)", path, name, sel, governedNamespaceSelector)
-				}
-				mr["namespaceSelector"] = governedPlaceholder
-			}
 		}
 	}
 	body, err := yaml.Marshal(map[string]any{"spec": spec})
@@ -115,7 +105,36 @@ func templateAdmissionPolicy(path string, doc []byte) (string, error) {
 	if err := noTemplateDelimiters(path, body); err != nil {
 		return "", err
 	}
-	lines := strings.SplitAfter(string(body), "\n")
+	out, err := fillPolicyPlaceholders(string(body))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return fmt.Sprintf("apiVersion: %v\nkind: %s\nmetadata:\n  name: %s\n%s%s", obj["apiVersion"], kind, templateName, labelText, out), nil
+}
+
+// templateBinding puts placeholders in a binding's spec: its policyName for the release's,
+// and a namespaceSelector of governed namespaces for the chart's.
+func templateBinding(path, name string, spec map[string]any) error {
+	policy, _ := spec["policyName"].(string)
+	if _, err := releaseName(path, policy); err != nil {
+		return err
+	}
+	spec["policyName"] = policyNamePlaceholder + strings.TrimPrefix(policy, defaultFullname)
+	mr, _ := spec["matchResources"].(map[string]any)
+	sel, ok := mr["namespaceSelector"]
+	if !ok {
+		return nil
+	}
+	if !reflect.DeepEqual(sel, governedNamespaceSelector) {
+		return fmt.Errorf("%s: binding %s: namespaceSelector %v; the chart templates only %v (every namespace but the excluded ones)", path, name, sel, governedNamespaceSelector)
+	}
+	mr["namespaceSelector"] = governedPlaceholder
+	return nil
+}
+
+// fillPolicyPlaceholders replaces each placeholder line of a marshalled spec with its template.
+func fillPolicyPlaceholders(body string) (string, error) {
+	lines := strings.SplitAfter(body, "\n")
 	for i, line := range lines {
 		text := strings.TrimLeft(line, " ")
 		indent := line[:len(line)-len(text)]
@@ -129,10 +148,10 @@ func templateAdmissionPolicy(path string, doc []byte) (string, error) {
 	out := strings.Join(lines, "")
 	for _, p := range []string{governedPlaceholder, policyNamePlaceholder} {
 		if strings.Contains(out, p) {
-			return "", fmt.Errorf("%s: %s is left in the chart's admission policies; hack/sync-chart marshals it where it does not look for it", path, p)
+			return "", fmt.Errorf("%s is left in the chart's admission policies; hack/sync-chart marshals it where it does not look for it", p)
 		}
 	}
-	return fmt.Sprintf("apiVersion: %v\nkind: %s\nmetadata:\n  name: %s\n%s%s", obj["apiVersion"], kind, templateName, labelText, out), nil
+	return out, nil
 }
 
 // policyNamePlaceholder stands for the release's name in a binding's policyName.

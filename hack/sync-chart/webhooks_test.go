@@ -73,8 +73,8 @@ func TestRenderWebhooksTemplatesTheRelease(t *testing.T) {
 		watched:                               2,
 		pods:                                  1,
 		`{{- include "gate-operator.governedNamespaceSelector" . | nindent 4 }}`: 1,
-		"name: {{ include \"gate-operator.fullname\" . }}\n": 2,
-		"{{- if .Values.webhook.enabled }}":                  1,
+		"name: {{ include \"gate-operator.fullname\" . }}\n":                     2,
+		"{{- if .Values.webhook.enabled }}":                                      1,
 	} {
 		if got := strings.Count(text, what); got != n {
 			t.Errorf("%q appears %d times, want %d", what, got, n)
