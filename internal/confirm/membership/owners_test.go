@@ -267,3 +267,111 @@ func TestALeavingMemberHandsOverAtTheNextRenewal(t *testing.T) {
 		t.Errorf("%d of %d sessions had two owners when b joined again", c.worst, sessions)
 	}
 }
+
+// leaveAndRejoin has b leave as Run does and puts a new b, not yet stepped, in its place.
+func leaveAndRejoin(t *testing.T, c *cluster, leases coordinationv1client.LeasesGetter) {
+	t.Helper()
+	b := c.replicas["confirmer-b"]
+	b.shard.Set(b.m.without(b.m.live(), "confirmer-b"))
+	b.m.leave()
+	delete(c.replicas, "confirmer-b")
+	c.add("confirmer-b", leases)
+}
+
+// TestAnAcknowledgementFromBeforeTheJoinDoesNotCount: a read b's tombstone in the same
+// renewal that wrote "acks=a,b", applied {a} and was then cut off. A new b reads that entry,
+// which names it but was written before it joined: it stays out until a has expired.
+func TestAnAcknowledgementFromBeforeTheJoinDoesNotCount(t *testing.T) {
+	shared := fake.NewClientset().CoordinationV1()
+	aLink := &cut{LeasesGetter: shared}
+	c := newCluster(t)
+	c.add("confirmer-a", aLink)
+	c.add("confirmer-b", shared)
+	c.settle("confirmer-a", "confirmer-b")
+
+	b := c.replicas["confirmer-b"]
+	b.shard.Set(b.m.without(b.m.live(), "confirmer-b"))
+	b.m.leave()
+	c.step(renew, "confirmer-a") // a reads the tombstone and applies {a}
+	want(t, c.replicas["confirmer-a"].m, "confirmer-a")
+	if got := entryOf(t, shared, "agents", "coding-agents-confirmer", "confirmer-a"); !slices.Contains(parseEntry(got).acks, "confirmer-b") {
+		t.Fatalf("a's entry %q: the schedule needs one that still acknowledges b", got)
+	}
+	aLink.down.Store(true)
+	delete(c.replicas, "confirmer-b")
+	c.add("confirmer-b", shared)
+	for range int(fence/renew) + 2 {
+		c.step(renew, "confirmer-b", "confirmer-a")
+	}
+	if c.worst != 0 {
+		t.Errorf("%d of %d sessions had two owners: b counted an acknowledgement written before it joined", c.worst, sessions)
+	}
+	want(t, c.replicas["confirmer-b"].m, "confirmer-a")
+}
+
+// TestAnAcknowledgementWaitsForPendingReports: a has read b's tombstone and is applying {a}
+// (a slow OnChange) when a new b joins. a's entries meanwhile acknowledge only what every
+// set from the applied one on includes, so the new b stays out until a has applied {a, b}.
+func TestAnAcknowledgementWaitsForPendingReports(t *testing.T) {
+	shared := fake.NewClientset().CoordinationV1()
+	c := newCluster(t)
+	a := c.add("confirmer-a", shared)
+	c.add("confirmer-b", shared)
+	c.settle("confirmer-a", "confirmer-b")
+
+	leaveAndRejoin(t, c, shared)
+	c.now = c.now.Add(renew)
+	a.m.tick(context.Background())
+	a.m.reports.report(a.m.live())
+	a.m.reports.next(func(members []string) {
+		a.shard.Set(members) // a owns every session now; OnChange has not returned
+		c.count()
+		for range 4 {
+			c.step(renew, "confirmer-b")
+			a.m.tick(context.Background()) // renews while OnChange runs
+			a.m.reports.report(a.m.live())
+			c.count()
+		}
+		if c.worst != 0 {
+			t.Errorf("%d of %d sessions had two owners while a's OnChange ran", c.worst, sessions)
+		}
+		want(t, c.replicas["confirmer-b"].m, "confirmer-a")
+	})
+	for range 3 {
+		c.step(renew, "confirmer-a", "confirmer-b")
+	}
+	want(t, c.replicas["confirmer-b"].m, "confirmer-a", "confirmer-b")
+	if c.worst != 0 {
+		t.Errorf("%d of %d sessions had two owners", c.worst, sessions)
+	}
+}
+
+// TestAMemberOnlyOthersNameKeepsAJoinerOut: d is cut off, and someone removes its entry again
+// before each of c's reads (a and b write it back each renewal). a and b still count d and
+// name it in their acks, so c, which never reads an entry of d, stays out until they have
+// dropped d, never beside d.
+func TestAMemberOnlyOthersNameKeepsAJoinerOut(t *testing.T) {
+	shared := fake.NewClientset().CoordinationV1()
+	dLink := &cut{LeasesGetter: shared}
+	c := newCluster(t)
+	c.add("confirmer-a", shared)
+	c.add("confirmer-b", shared)
+	c.add("confirmer-d", dLink)
+	c.settle("confirmer-a", "confirmer-b", "confirmer-d")
+
+	dLink.down.Store(true)
+	editAnnotation(t, shared, func(raw string) string { return dropEntry(t, raw, "confirmer-d") })
+	c.add("confirmer-c", shared)
+	c.step(renew, "confirmer-c")
+	for range int(expiry/renew) + 4 {
+		c.step(renew, "confirmer-a", "confirmer-b")
+		editAnnotation(t, shared, func(raw string) string { return dropEntry(t, raw, "confirmer-d") })
+		c.step(0, "confirmer-c", "confirmer-d")
+	}
+	t.Logf("d cut off and removed while c joins: at most %d of %d sessions had two owners; at most %d had none, for %s", c.worst, sessions, c.unowned, c.unownedFor)
+	if c.worst != 0 {
+		t.Errorf("%d of %d sessions had two owners for %s", c.worst, sessions, c.doubled)
+	}
+	abc := []string{"confirmer-a", "confirmer-b", "confirmer-c"}
+	want(t, c.replicas["confirmer-c"].m, abc...)
+}
