@@ -81,9 +81,9 @@ type Options struct {
 	Identity  string // of this replica, unique among the members (the pod name)
 	// Renew is how often the entry is renewed and the others' read; Expiry how long an entry
 	// may stay unchanged before its member counts as dead; Fence how long this replica may go
-	// without renewing before it drops itself; Warmup how long a joining replica waits before
-	// it counts itself. Zero takes the defaults (Warmup: two renewals); Fence plus two
-	// renewals must stay below Expiry.
+	// without renewing before it drops itself; Warmup how long a joining replica waits at least
+	// before it counts itself (it also waits for every live member's acknowledgement). Zero
+	// takes the defaults (Warmup: two renewals); Fence plus two renewals must stay below Expiry.
 	Renew, Expiry, Fence, Warmup time.Duration
 	// OnChange receives the live members, sorted, whenever they change, from one goroutine
 	// at a time; a slow OnChange delays the next report, never a renewal. A set is
