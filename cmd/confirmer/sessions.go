@@ -33,7 +33,7 @@ func watchSessions(ctx context.Context, wg *sync.WaitGroup, o confirmerconfig.Co
 	case o.MembersLease != "":
 		wg.Go(func() {
 			// Run returns after leaving: this replica dropped itself, its passes ended, and its
-			// entry is gone, so the others take its sessions at their next renewal.
+			// entry is a tombstone, so the others take its sessions at their next renewal.
 			_ = membership.Run(ctx, membership.Options{
 				Leases: kube.CoordinationV1(), Namespace: leaseNamespace(o), Name: o.MembersLease, Identity: identity(o),
 				OnChange: func(members []string) {

@@ -77,7 +77,7 @@ func newMember(t *testing.T, leases coordinationv1client.LeasesGetter, id string
 	if err := o.defaults(); err != nil {
 		t.Fatal(err)
 	}
-	return &member{o: o, seen: map[string]observation{}}
+	return makeMember(o)
 }
 
 func entriesOf(t *testing.T, leases coordinationv1client.LeasesGetter, ns, name string) []string {
@@ -96,6 +96,19 @@ func entriesOf(t *testing.T, leases coordinationv1client.LeasesGetter, ns, name 
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+func entryOf(t *testing.T, leases coordinationv1client.LeasesGetter, ns, name, id string) string {
+	t.Helper()
+	l, err := leases.Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries map[string]string
+	if err := json.Unmarshal([]byte(l.Annotations[Annotation]), &entries); err != nil {
+		t.Fatal(err)
+	}
+	return entries[id]
 }
 
 func want(t *testing.T, who *member, members ...string) {
@@ -119,19 +132,23 @@ func TestJoinExpireFence(t *testing.T) {
 		now = now.Add(d)
 		for _, m := range who {
 			m.tick(ctx)
+			m.reports.report(m.live())
+			m.reports.next(func([]string) {})
 		}
 	}
 
-	// a creates the Lease; b joins a second later and counts a at once, itself only after
-	// its warm-up, by which time a has read b's entry too.
+	// a creates the Lease; b joins a second later and counts a at once. Each counts itself
+	// only after its warm-up and once the other has written an entry acknowledging it (a
+	// too: b appeared during its warm-up).
 	step(0, a)
 	want(t, a)
 	step(renew, b)
 	want(t, b, "confirmer-a")
 	step(renew, a, b)
-	want(t, a, "confirmer-a", "confirmer-b")
+	want(t, a, "confirmer-b")
 	want(t, b, "confirmer-a")
 	step(renew, a, b)
+	want(t, a, "confirmer-a", "confirmer-b")
 	want(t, b, "confirmer-a", "confirmer-b")
 
 	// a dies: b counts it live until its entry has been unchanged for the expiry, then drops
@@ -146,7 +163,8 @@ func TestJoinExpireFence(t *testing.T) {
 		t.Fatalf("entries %v after a expired", got)
 	}
 
-	// a comes back (a new pod with the same name would too): a new entry, a new warm-up.
+	// a comes back (a new pod with the same name would too): a new entry, a new warm-up, and
+	// it waits for b's acknowledgement, which b, cut off next, never writes.
 	a = newMember(t, shared, "confirmer-a", &now)
 	step(renew, a, b)
 	want(t, a, "confirmer-b")
@@ -171,12 +189,15 @@ func TestJoinExpireFence(t *testing.T) {
 	want(t, b) // it no longer trusts what it last read of a either
 	want(t, a, "confirmer-a")
 
-	// b is back: it renews, counts a at once and itself after a new warm-up.
+	// b is back: it renews, counts a at once and itself after a new warm-up and a's next
+	// entry, the first to acknowledge it (a writes before it applies the set with b).
 	bLink.down.Store(false)
 	step(renew, b, a)
 	want(t, b, "confirmer-a")
 	want(t, a, "confirmer-a", "confirmer-b")
 	step(warmup, b, a)
+	want(t, b, "confirmer-a")
+	step(renew, b, a)
 	want(t, b, "confirmer-a", "confirmer-b")
 }
 
@@ -302,14 +323,15 @@ func TestMembersOnAnAPIServer(t *testing.T) {
 		return slices.Equal(rec.get("confirmer-a"), all) && slices.Equal(rec.get("confirmer-b"), all) && slices.Equal(rec.get("confirmer-c"), all)
 	})
 
-	// b leaves: its last report leaves itself out, and its entry is gone when Run returns.
+	// b leaves: its last report leaves itself out, and its entry is a tombstone when Run
+	// returns.
 	stopB()
 	ac := []string{"confirmer-a", "confirmer-c"}
 	if got := rec.get("confirmer-b"); !slices.Equal(got, ac) {
 		t.Fatalf("b left reporting %v, want %v", got, ac)
 	}
-	if got := entriesOf(t, admin.CoordinationV1(), ns, lease); slices.Contains(got, "confirmer-b") {
-		t.Fatalf("b's entry is still there: %v", got)
+	if got := entryOf(t, admin.CoordinationV1(), ns, lease, "confirmer-b"); !parseEntry(got).left {
+		t.Fatalf("b's entry is %q, not a tombstone", got)
 	}
 	waitFor(t, func() bool {
 		return slices.Equal(rec.get("confirmer-a"), ac) && slices.Equal(rec.get("confirmer-c"), ac)
