@@ -111,9 +111,9 @@ func (r *SessionConfirmerReconciler) desiredDeployment(sc *gatev1.SessionConfirm
 	if image == "" {
 		image = r.ConfirmerImage
 	}
-	cmName := p.Status.BootstrapConfigMap
-	if cmName == "" {
-		cmName = bootstrap.ConfigMapName(p.Name)
+	cmName := bootstrapConfigMapName(p)
+	if sc.CrossNamespace() {
+		cmName = bundleCopyName(sc) // a pod mounts ConfigMaps of its own namespace only
 	}
 	probe := func(p string) *corev1ac.ProbeApplyConfiguration {
 		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(p).WithPort(intstr.FromString("http"))).
@@ -238,6 +238,14 @@ func (r *SessionConfirmerReconciler) applyConfirmer(ctx context.Context, sc *gat
 		if err := r.Client.Delete(ctx, o.pdb); client.IgnoreNotFound(err) != nil {
 			return err
 		}
+	}
+	if sc.CrossNamespace() {
+		// The copy first: the Deployment mounts it.
+		if err := r.applyBundleCopy(ctx, sc, o.bundle); err != nil {
+			return &childError{child: "ConfigMap " + bundleCopyName(sc), err: err}
+		}
+	} else if err := r.deleteBundleCopy(ctx, sc); err != nil {
+		return &childError{child: "ConfigMap " + bundleCopyName(sc), err: err}
 	}
 	for _, c := range children {
 		if err := r.applyIfChanged(ctx, c.desired, c.live, types.NamespacedName{Namespace: sc.Namespace, Name: name}); err != nil {
