@@ -65,14 +65,24 @@ func (r *SessionConfirmerReconciler) policyNamespaceRefusal(sc *gatev1.SessionCo
 	return ""
 }
 
+// isPublishedBundle reports whether cm is, unedited, the bundle the policy's status records as
+// published: the policy's own child, its hash the status's, its files hashing to it, and no
+// other key. Only such a ConfigMap is copied into another namespace, so a hand edit in the
+// agents' namespace (which the policy controller puts back) never reaches a platform
+// confirmer; the copy in force stays meanwhile.
+func isPublishedBundle(cm *corev1.ConfigMap, p *gatev1.HarnessAgentPolicy, opts bootstrap.Options) bool {
+	return ownedBy(cm, p) && p.Status.BootstrapHash != "" && cm.Data[bootstrap.KeyBootstrapHash] == p.Status.BootstrapHash &&
+		len(cm.BinaryData) == 0 && bootstrap.OnlyBundleKeys(cm.Data) && bootstrap.Verify(cm.Data, p.Spec.WorkspaceID, opts)
+}
+
 // gatherBundle reads the policy's bootstrap ConfigMap for a cross-namespace SessionConfirmer:
-// nil when it does not exist or is not the policy's own child.
+// nil when it does not exist or is not the bundle the policy published (isPublishedBundle).
 func (r *SessionConfirmerReconciler) gatherBundle(ctx context.Context, p *gatev1.HarnessAgentPolicy) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{}
 	key := types.NamespacedName{Namespace: p.Namespace, Name: bootstrapConfigMapName(p)}
 	if found, err := getOptional(ctx, r.Client, key, cm); err != nil {
 		return nil, fmt.Errorf("reading ConfigMap %s: %w", key, err)
-	} else if !found || !ownedBy(cm, p) {
+	} else if !found || !isPublishedBundle(cm, p, r.Bootstrap) {
 		return nil, nil
 	}
 	return cm, nil

@@ -16,9 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/testutil"
 )
 
@@ -163,5 +166,51 @@ func TestCrossNamespaceConfirmerRefusedOutsidePlatform(t *testing.T) {
 		if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: team, Name: name}, obj); !apierrors.IsNotFound(err) {
 			t.Errorf("%T %s rendered for a refused SessionConfirmer: %v", obj, name, err)
 		}
+	}
+}
+
+// TestCopiesOnlyThePublishedBundle: the copy is made only of a bootstrap ConfigMap that is,
+// unedited, what the policy's status records as published: a hand edit in the agents'
+// namespace does not reach the platform confirmer (the policy controller puts the source back).
+func TestCopiesOnlyThePublishedBundle(t *testing.T) {
+	p := newPolicy("agents", "coding-agents")
+	p.UID = "4f1c-policy"
+	res, err := bootstrap.Build(p, bootstrap.Published{}, bootstrap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status.BootstrapHash = res.Bundle.Hash
+	published := func() *corev1.ConfigMap {
+		return &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: "coding-agents-bootstrap", Labels: childLabels(p),
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: gatev1.GroupVersion.String(), Kind: "HarnessAgentPolicy", Name: p.Name, UID: p.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+			Data: maps.Clone(res.Bundle.Data),
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(cm *corev1.ConfigMap, p *gatev1.HarnessAgentPolicy)
+		want bool
+	}{
+		{"as published", func(*corev1.ConfigMap, *gatev1.HarnessAgentPolicy) {}, true},
+		{"snapshot edited", func(cm *corev1.ConfigMap, _ *gatev1.HarnessAgentPolicy) {
+			cm.Data[gate.SnapshotFileName] = strings.Replace(cm.Data[gate.SnapshotFileName], "root", "r00t", 1)
+		}, false},
+		{"a key added", func(cm *corev1.ConfigMap, _ *gatev1.HarnessAgentPolicy) { cm.Data["extra"] = "x" }, false},
+		{"hash key rewritten", func(cm *corev1.ConfigMap, _ *gatev1.HarnessAgentPolicy) {
+			cm.Data[bootstrap.KeyBootstrapHash] = "sha256:" + strings.Repeat("0", 64)
+		}, false},
+		{"not the status's bundle", func(_ *corev1.ConfigMap, p *gatev1.HarnessAgentPolicy) {
+			p.Status.BootstrapHash = "sha256:" + strings.Repeat("1", 64)
+		}, false},
+		{"not the policy's child", func(cm *corev1.ConfigMap, _ *gatev1.HarnessAgentPolicy) { cm.OwnerReferences = nil }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cm, pol := published(), p.DeepCopy()
+			tc.edit(cm, pol)
+			if got := isPublishedBundle(cm, pol, bootstrap.Options{}); got != tc.want {
+				t.Errorf("isPublishedBundle = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -33,7 +33,7 @@ func policyResolvedCondition(sc *gatev1.SessionConfirmer, o *confirmerObserved) 
 			fmt.Sprintf("HarnessAgentPolicy %s does not exist in namespace %s; create it or fix spec.policyRef", sc.Spec.PolicyRef.Name, sc.PolicyNamespace()))
 	case sc.CrossNamespace() && o.bundle == nil:
 		return cond(false, gatev1.ReasonPolicyNotReady,
-			fmt.Sprintf("HarnessAgentPolicy %s has no bootstrap ConfigMap %s of its own yet; the confirmer is deployed once it has, with a copy of it", ref, bootstrapConfigMapName(o.policy)))
+			fmt.Sprintf("HarnessAgentPolicy %s has no published bootstrap ConfigMap %s (missing, not yet published, or edited by hand): the confirmer is deployed with a copy of it once it has, and a copy in force stays", ref, bootstrapConfigMapName(o.policy)))
 	case !meta.IsStatusConditionTrue(o.policy.Status.Conditions, gatev1.ConditionReady):
 		msg := "it has no Ready condition yet"
 		if c := meta.FindStatusCondition(o.policy.Status.Conditions, gatev1.ConditionReady); c != nil {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
 )
 
 // +kubebuilder:rbac:groups=gate.intutic.io,resources=sessionconfirmers,verbs=list;watch
@@ -54,6 +55,9 @@ type SessionConfirmerReconciler struct {
 	// PlatformNamespaces are the namespaces whose SessionConfirmers may name a policy in
 	// another namespace (spec.policyRef.namespace); a SessionConfirmer elsewhere may not.
 	PlatformNamespaces []string
+	// Bootstrap are the installation facts the policies' bundles are rendered for: a bundle is
+	// copied into a platform namespace only when it verifies against them.
+	Bootstrap bootstrap.Options
 	// Namespaces are the namespaces the manager serves (its cache holds only these); empty is
 	// every namespace. A policy outside them cannot be read, so naming one is refused.
 	Namespaces []string
@@ -199,4 +203,3 @@ func (r *SessionConfirmerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("sessionconfirmer").
 		Complete(r)
 }
-

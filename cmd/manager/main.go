@@ -331,6 +331,7 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 		ConfirmerImage:     s.confirmerImage,
 		PlatformNamespaces: s.platformNamespaces,
 		Namespaces:         s.namespaces,
+		Bootstrap:          s.bootstrap,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
