@@ -34,10 +34,10 @@ var platformValues = []string{"--set-json", `manager.platformNamespaces=["` + pl
 
 // testPlatformLayout: a SessionConfirmer in the platform namespace answers for the policy of the
 // team's namespace; its Deployment is rendered there and mounts the copy of the policy's bundle.
-// Users bound to the built-in edit and admin ClusterRoles in the team's namespace may change its
-// gate (edit the policy) and read Secrets there, but in the platform namespace they may not read
-// the confirmer's key, write its members Lease, create or decide its ToolApprovals (the verb
-// approve included), or run a pod as its ServiceAccount. The pods are not awaited: the
+// Users bound to the built-in edit and admin ClusterRoles in the team's namespace read Secrets
+// and write Leases there, but in the platform namespace they may not read the confirmer's key,
+// write its members Lease, create or decide its ToolApprovals (the verb approve included), run a
+// pod as its ServiceAccount, or change its Deployment or SessionConfirmer. The pods are not awaited: the
 // Deployment's spec is what this test checks.
 func testPlatformLayout(ctx context.Context, t *testing.T, env *localenv.Env) {
 	c := env.Client
@@ -101,11 +101,11 @@ func testPlatformLayout(ctx context.Context, t *testing.T, env *localenv.Env) {
 	}
 	lease := sc.Name + "-confirmer"
 	for _, user := range []string{"team-editor", "team-admin"} {
-		// What they may do in the team's namespace: change its gate, and read its Secrets
-		// (which is why the key is not there).
+		// What they may do in the team's namespace: read its Secrets and write its Leases
+		// (which is why the key and the Lease are not there).
 		for _, a := range []authorizationv1.ResourceAttributes{
-			{Namespace: teamNS, Verb: "update", Group: gatev1.GroupVersion.Group, Resource: "harnessagentpolicies", Name: p.Name},
 			{Namespace: teamNS, Verb: "get", Resource: "secrets", Name: keySecret},
+			{Namespace: teamNS, Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: lease},
 		} {
 			if !allowed(ctx, t, c, user, a) {
 				t.Errorf("%s may not %s %s in %s: the built-in role is not what this test assumes", user, a.Verb, a.Resource, a.Namespace)
