@@ -244,8 +244,6 @@ func (r *SessionConfirmerReconciler) applyConfirmer(ctx context.Context, sc *gat
 		if err := r.applyBundleCopy(ctx, sc, o.bundle); err != nil {
 			return &childError{child: "ConfigMap " + bundleCopyName(sc), err: err}
 		}
-	} else if err := r.deleteBundleCopy(ctx, sc); err != nil {
-		return &childError{child: "ConfigMap " + bundleCopyName(sc), err: err}
 	}
 	for _, c := range children {
 		if err := r.applyIfChanged(ctx, c.desired, c.live, types.NamespacedName{Namespace: sc.Namespace, Name: name}); err != nil {

@@ -40,7 +40,9 @@ func policyRefIndexValue(obj client.Object) []string {
 }
 
 // bundleCopyName names the copy of the policy's bootstrap ConfigMap a cross-namespace
-// SessionConfirmer mounts.
+// SessionConfirmer mounts. A SessionConfirmer that names a policy of its own namespace again
+// leaves its copy unused until it is deleted with it (the manager holds no delete on
+// ConfigMaps).
 func bundleCopyName(sc *gatev1.SessionConfirmer) string { return sc.Name + "-confirmer-bundle" }
 
 // bootstrapConfigMapName is the policy's bootstrap ConfigMap, as its status names it.
@@ -119,17 +121,6 @@ func (r *SessionConfirmerReconciler) applyBundleCopy(ctx context.Context, sc *ga
 	live.OwnerReferences = want.OwnerReferences
 	live.Data, live.BinaryData = want.Data, want.BinaryData
 	return r.Client.Patch(ctx, live, patch)
-}
-
-// deleteBundleCopy removes the copy of a SessionConfirmer that names a policy of its own
-// namespace again (it mounts the policy's ConfigMap then).
-func (r *SessionConfirmerReconciler) deleteBundleCopy(ctx context.Context, sc *gatev1.SessionConfirmer) error {
-	cm := &corev1.ConfigMap{}
-	found, err := getOptional(ctx, r.Client, types.NamespacedName{Namespace: sc.Namespace, Name: bundleCopyName(sc)}, cm)
-	if err != nil || !found || !metav1.IsControlledBy(cm, sc) {
-		return err
-	}
-	return client.IgnoreNotFound(r.Client.Delete(ctx, cm))
 }
 
 func sameCopy(live, want *corev1.ConfigMap) bool {

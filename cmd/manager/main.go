@@ -153,18 +153,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	}
 
 	var err error
-	if s.namespaces, err = parseNamespaces("--namespaces", namespaces); err != nil {
+	if err := parseNamespaceFlags(&s, namespaces, platformNamespaces); err != nil {
 		return nil, err
 	}
-	if s.platformNamespaces, err = parseNamespaces("--platform-namespaces", platformNamespaces); err != nil {
-		return nil, err
-	}
-	for _, ns := range s.platformNamespaces {
-		if len(s.namespaces) > 0 && !slices.Contains(s.namespaces, ns) {
-			return nil, fmt.Errorf("--platform-namespaces: %q is not served (--namespaces %s)", ns, strings.Join(s.namespaces, ","))
-		}
-	}
-	s.webhooks.PlatformNamespaces = s.platformNamespaces
 	if s.metricsCertDir != "" {
 		for _, f := range []string{"tls.crt", "tls.key"} {
 			if _, err := os.Stat(filepath.Join(s.metricsCertDir, f)); err != nil {
@@ -221,6 +212,25 @@ func checkThroughputFlags(s *settings) error {
 	if s.policyWorkers < 1 {
 		return fmt.Errorf("--policy-workers %d is below 1", s.policyWorkers)
 	}
+	return nil
+}
+
+// parseNamespaceFlags reads --namespaces and --platform-namespaces into s: every platform
+// namespace must be served, and the SessionConfirmer webhook learns them too.
+func parseNamespaceFlags(s *settings, namespaces, platform string) error {
+	var err error
+	if s.namespaces, err = parseNamespaces("--namespaces", namespaces); err != nil {
+		return err
+	}
+	if s.platformNamespaces, err = parseNamespaces("--platform-namespaces", platform); err != nil {
+		return err
+	}
+	for _, ns := range s.platformNamespaces {
+		if len(s.namespaces) > 0 && !slices.Contains(s.namespaces, ns) {
+			return fmt.Errorf("--platform-namespaces: %q is not served (--namespaces %s)", ns, strings.Join(s.namespaces, ","))
+		}
+	}
+	s.webhooks.PlatformNamespaces = s.platformNamespaces
 	return nil
 }
 
