@@ -111,9 +111,9 @@ func (r *SessionConfirmerReconciler) desiredDeployment(sc *gatev1.SessionConfirm
 	if image == "" {
 		image = r.ConfirmerImage
 	}
-	cmName := p.Status.BootstrapConfigMap
-	if cmName == "" {
-		cmName = bootstrap.ConfigMapName(p.Name)
+	cmName := bootstrapConfigMapName(p)
+	if sc.CrossNamespace() {
+		cmName = bundleCopyName(sc) // a pod mounts ConfigMaps of its own namespace only
 	}
 	probe := func(p string) *corev1ac.ProbeApplyConfiguration {
 		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(p).WithPort(intstr.FromString("http"))).
@@ -237,6 +237,12 @@ func (r *SessionConfirmerReconciler) applyConfirmer(ctx context.Context, sc *gat
 		// One replica cannot honour minAvailable 1 through a drain; the budget goes.
 		if err := r.Client.Delete(ctx, o.pdb); client.IgnoreNotFound(err) != nil {
 			return err
+		}
+	}
+	if sc.CrossNamespace() {
+		// The copy first: the Deployment mounts it.
+		if err := r.applyBundleCopy(ctx, sc, o.bundle); err != nil {
+			return &childError{child: "ConfigMap " + bundleCopyName(sc), err: err}
 		}
 	}
 	for _, c := range children {

@@ -21,14 +21,19 @@ func confirmerConditions(sc *gatev1.SessionConfirmer, o *confirmerObserved, appl
 }
 
 func policyResolvedCondition(sc *gatev1.SessionConfirmer, o *confirmerObserved) metav1.Condition {
-	ref := sc.Spec.PolicyRef.Name
+	ref := sc.PolicyDisplayName()
 	cond := func(ok bool, reason, msg string) metav1.Condition {
 		return newCondition(sc, gatev1.ConditionPolicyResolved, ok, reason, msg)
 	}
 	switch {
+	case o.refused != "":
+		return cond(false, gatev1.ReasonPolicyNamespaceForbidden, o.refused+"; nothing is deployed")
 	case o.policy == nil:
 		return cond(false, gatev1.ReasonPolicyNotFound,
-			fmt.Sprintf("HarnessAgentPolicy %s does not exist in namespace %s; create it or fix spec.policyRef.name", ref, sc.Namespace))
+			fmt.Sprintf("HarnessAgentPolicy %s does not exist in namespace %s; create it or fix spec.policyRef", sc.Spec.PolicyRef.Name, sc.PolicyNamespace()))
+	case sc.CrossNamespace() && o.bundle == nil:
+		return cond(false, gatev1.ReasonPolicyNotReady,
+			fmt.Sprintf("HarnessAgentPolicy %s has no published bootstrap ConfigMap %s (missing, not yet published, or edited by hand): the confirmer is deployed with a copy of it once it has, and a copy in force stays", ref, bootstrapConfigMapName(o.policy)))
 	case !meta.IsStatusConditionTrue(o.policy.Status.Conditions, gatev1.ConditionReady):
 		msg := "it has no Ready condition yet"
 		if c := meta.FindStatusCondition(o.policy.Status.Conditions, gatev1.ConditionReady); c != nil {
@@ -44,6 +49,8 @@ func availableCondition(sc *gatev1.SessionConfirmer, o *confirmerObserved, appli
 		return newCondition(sc, gatev1.ConditionAvailable, ok, reason, msg)
 	}
 	switch {
+	case o.refused != "":
+		return cond(false, gatev1.ReasonPolicyNamespaceForbidden, "nothing is deployed: see PolicyResolved")
 	case len(o.missingSecrets) > 0:
 		return cond(false, gatev1.ReasonSecretMissing,
 			fmt.Sprintf("Secret key %s does not exist or is empty; the confirmer is not deployed until it does", strings.Join(o.missingSecrets, ", ")))
@@ -93,6 +100,7 @@ func (r *SessionConfirmerReconciler) writeConfirmerStatus(ctx context.Context, s
 	if applied.attempted {
 		next.ServiceURL = fmt.Sprintf("http://%s.%s.svc:%d", confirmerName(sc), sc.Namespace, confirmerPort)
 	}
+	next.Policy = sc.PolicyDisplayName()
 	next.SnapshotDigest = ""
 	if o.policy != nil {
 		next.SnapshotDigest = o.policy.Status.SnapshotDigest

@@ -15,10 +15,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
 )
 
 // +kubebuilder:rbac:groups=gate.intutic.io,resources=sessionconfirmers,verbs=list;watch
@@ -53,6 +52,15 @@ type SessionConfirmerReconciler struct {
 	ConfirmerImage string
 	// MountDir is where the policy's bootstrap bundle is mounted in the confirmer.
 	MountDir string
+	// PlatformNamespaces are the namespaces whose SessionConfirmers may name a policy in
+	// another namespace (spec.policyRef.namespace); a SessionConfirmer elsewhere may not.
+	PlatformNamespaces []string
+	// Bootstrap are the installation facts the policies' bundles are rendered for: a bundle is
+	// copied into a platform namespace only when it verifies against them.
+	Bootstrap bootstrap.Options
+	// Namespaces are the namespaces the manager serves (its cache holds only these); empty is
+	// every namespace. A policy outside them cannot be read, so naming one is refused.
+	Namespaces []string
 }
 
 // secretRecheck is how often a SessionConfirmer waiting for a Secret looks again.
@@ -80,7 +88,7 @@ func (r *SessionConfirmerReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if o.policy != nil && len(o.missingSecrets) == 0 {
+	if o.renderable(sc) {
 		applied = confirmerApplied{attempted: true, err: r.applyConfirmer(ctx, sc, o)}
 		if applied.err != nil {
 			return ctrl.Result{}, applied.err
@@ -102,19 +110,38 @@ type confirmerApplied struct {
 
 // confirmerObserved is what a reconcile reads.
 type confirmerObserved struct {
-	policy         *gatev1.HarnessAgentPolicy // nil when absent
-	deployment     *appsv1.Deployment         // nil when absent
+	// refused says why spec.policyRef.namespace may not be used; nothing else is read then.
+	refused string
+	policy  *gatev1.HarnessAgentPolicy // nil when absent
+	// bundle is the policy's bootstrap ConfigMap, read only for a policy of another namespace
+	// (it is copied); nil when absent.
+	bundle         *corev1.ConfigMap
+	deployment     *appsv1.Deployment // nil when absent
 	pdb            *policyv1.PodDisruptionBudget
 	missingSecrets []string // "secret/key" that do not exist
 }
 
+// renderable reports whether the children can be applied: the policy may be named, it
+// exists (with its bundle, when that is copied), and the Secrets are there.
+func (o *confirmerObserved) renderable(sc *gatev1.SessionConfirmer) bool {
+	return o.refused == "" && o.policy != nil && (!sc.CrossNamespace() || o.bundle != nil) && len(o.missingSecrets) == 0
+}
+
 func (r *SessionConfirmerReconciler) gatherConfirmer(ctx context.Context, sc *gatev1.SessionConfirmer) (*confirmerObserved, error) {
 	o := &confirmerObserved{}
+	if o.refused = r.policyNamespaceRefusal(sc); o.refused != "" {
+		return o, nil
+	}
 	p := &gatev1.HarnessAgentPolicy{}
-	if found, err := getOptional(ctx, r.Client, types.NamespacedName{Namespace: sc.Namespace, Name: sc.Spec.PolicyRef.Name}, p); err != nil {
-		return nil, fmt.Errorf("reading HarnessAgentPolicy %s: %w", sc.Spec.PolicyRef.Name, err)
+	if found, err := getOptional(ctx, r.Client, types.NamespacedName{Namespace: sc.PolicyNamespace(), Name: sc.Spec.PolicyRef.Name}, p); err != nil {
+		return nil, fmt.Errorf("reading HarnessAgentPolicy %s: %w", sc.PolicyDisplayName(), err)
 	} else if found {
 		o.policy = p
+		if sc.CrossNamespace() {
+			if o.bundle, err = r.gatherBundle(ctx, p); err != nil {
+				return nil, err
+			}
+		}
 	}
 	refs := []gatev1.SecretKeyReference{sc.Spec.Anthropic.APIKeySecretRef}
 	if sc.Spec.Webhook != nil {
@@ -151,13 +178,16 @@ func (r *SessionConfirmerReconciler) gatherConfirmer(ctx context.Context, sc *ga
 func confirmerName(sc *gatev1.SessionConfirmer) string { return sc.Name + "-confirmer" }
 
 // SetupWithManager registers the controller: it owns the confirmer's children and follows
-// the referenced policies.
+// the referenced policies and their bootstrap ConfigMaps.
 func (r *SessionConfirmerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.MountDir == "" {
 		r.MountDir = "/etc/gate/bootstrap"
 	}
 	if r.ConfirmerImage == "" {
 		return fmt.Errorf("the confirmer image is not set")
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &gatev1.SessionConfirmer{}, policyRefIndex, policyRefIndexValue); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&gatev1.SessionConfirmer{}).
@@ -168,22 +198,8 @@ func (r *SessionConfirmerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Watches(&gatev1.HarnessAgentPolicy{}, handler.EnqueueRequestsFromMapFunc(r.confirmersOfPolicy)).
+		// The bundle copies and their sources (the cache holds the manager's ConfigMaps only).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.confirmersOfConfigMap)).
 		Named("sessionconfirmer").
 		Complete(r)
-}
-
-// confirmersOfPolicy enqueues the SessionConfirmers that reference a policy.
-func (r *SessionConfirmerReconciler) confirmersOfPolicy(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list gatev1.SessionConfirmerList
-	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
-		log.FromContext(ctx).Error(err, "listing SessionConfirmers of a policy", "policy", obj.GetName())
-		return nil
-	}
-	var reqs []reconcile.Request
-	for _, sc := range list.Items {
-		if sc.Spec.PolicyRef.Name == obj.GetName() {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: sc.Namespace, Name: sc.Name}})
-		}
-	}
-	return reqs
 }

@@ -40,6 +40,10 @@ var (
 
 const testConfirmerImage = "registry.example/gate-confirmer:test"
 
+// testPlatformNamespace is the suite manager's one platform namespace: its SessionConfirmers
+// may name policies in other namespaces.
+const testPlatformNamespace = "gate-platform"
+
 // testRetention is how long finished ToolApprovals are kept; the retention test dates its
 // decisions around it.
 const testRetention = time.Hour
@@ -82,9 +86,10 @@ func runSuite(m *testing.M, cfg *rest.Config) int {
 		return 1
 	}
 	if err := (&SessionConfirmerReconciler{
-		Client:         mgr.GetClient(),
-		APIReader:      mgr.GetAPIReader(),
-		ConfirmerImage: testConfirmerImage,
+		Client:             mgr.GetClient(),
+		APIReader:          mgr.GetAPIReader(),
+		ConfirmerImage:     testConfirmerImage,
+		PlatformNamespaces: []string{testPlatformNamespace},
 	}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -42,6 +42,10 @@ const (
 	ReasonDeploymentPending = "DeploymentPending"
 	ReasonAvailable         = "Available"
 	ReasonUnavailable       = "Unavailable"
+	// ReasonPolicyNamespaceForbidden: spec.policyRef.namespace names another namespace, and
+	// the SessionConfirmer is not in one of the manager's platform namespaces (or that
+	// namespace is not served); nothing is rendered.
+	ReasonPolicyNamespaceForbidden = "PolicyNamespaceForbidden"
 )
 
 // Condition reasons of both kinds.

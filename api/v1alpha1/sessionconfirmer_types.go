@@ -5,13 +5,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// PolicyReference names a HarnessAgentPolicy in the same namespace.
+// PolicyReference names a HarnessAgentPolicy: in the same namespace, or in another one when the
+// SessionConfirmer is in one of the manager's platform namespaces.
 type PolicyReference struct {
 	// name of the HarnessAgentPolicy.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
+
+	// namespace of the HarnessAgentPolicy; empty is the SessionConfirmer's own. Another namespace is allowed only when the SessionConfirmer's namespace is one of the manager's platform namespaces (--platform-namespaces, the chart's manager.platformNamespaces): then its key, Lease and ToolApprovals stay in that namespace, out of reach of those who may edit the policy's (docs/confirmer.md).
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be a namespace name, such as agents"
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // SecretKeyReference selects one key of a Secret in the same namespace.
@@ -103,7 +110,7 @@ type GateAPISpec struct {
 
 // SessionConfirmerSpec declares a confirmer for one set of Managed Agents sessions and one policy.
 type SessionConfirmerSpec struct {
-	// policyRef names the HarnessAgentPolicy, in this namespace, whose rules answer the calls.
+	// policyRef names the HarnessAgentPolicy whose rules answer the calls: in this namespace, or in policyRef.namespace from a platform namespace.
 	// +required
 	PolicyRef PolicyReference `json:"policyRef"`
 
@@ -166,6 +173,10 @@ type SessionConfirmerStatus struct {
 	// +optional
 	ServiceURL string `json:"serviceURL,omitempty"`
 
+	// policy is the HarnessAgentPolicy answering the calls: its name, or namespace/name when it is in another namespace.
+	// +optional
+	Policy string `json:"policy,omitempty"`
+
 	// snapshotDigest is the digest of the rules snapshot the confirmer is given (sha256:<hex>).
 	// +optional
 	SnapshotDigest string `json:"snapshotDigest,omitempty"`
@@ -178,7 +189,7 @@ type SessionConfirmerStatus struct {
 // +kubebuilder:resource:shortName=sconf,categories=gate
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.readyReplicas`
-// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.policyRef.name`
+// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.status.policy`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SessionConfirmer struct {
 	metav1.TypeMeta   `json:",inline"`

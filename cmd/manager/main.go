@@ -62,14 +62,17 @@ type settings struct {
 	probeAddr      string
 	leaderElect    bool
 	// namespaces are the namespaces served; empty serves every namespace.
-	namespaces     []string
-	dns            egress.DNSSelector
-	resolver       *egress.DNSResolver
-	resolveMin     time.Duration
-	resolveMax     time.Duration
-	clusterCIDRs   []netip.Prefix
-	bootstrap      bootstrap.Options
-	confirmerImage string
+	namespaces []string
+	// platformNamespaces are the namespaces whose SessionConfirmers may name a policy of
+	// another namespace.
+	platformNamespaces []string
+	dns                egress.DNSSelector
+	resolver           *egress.DNSResolver
+	resolveMin         time.Duration
+	resolveMax         time.Duration
+	clusterCIDRs       []netip.Prefix
+	bootstrap          bootstrap.Options
+	confirmerImage     string
 	// apiQPS and apiBurst limit the manager's requests to the API server on the client side;
 	// a negative QPS sets no limit and leaves it to the API server's priority and fairness.
 	apiQPS   float64
@@ -110,6 +113,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	var (
 		s                      settings
 		namespaces             string
+		platformNamespaces     string
 		dnsPods                string
 		resolvConf, nameserver string
 		serviceCIDRs, podCIDRs string
@@ -120,6 +124,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	fs.StringVar(&s.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&s.leaderElect, "leader-elect", false, "elect a leader, so only one of several replicas reconciles")
 	fs.StringVar(&namespaces, "namespaces", "", "namespaces to serve, comma-separated: policies and SessionConfirmers elsewhere are ignored, and RBAC is needed only in these; empty serves every namespace")
+	fs.StringVar(&platformNamespaces, "platform-namespaces", "", "namespaces whose SessionConfirmers may name a HarnessAgentPolicy of another namespace (spec.policyRef.namespace), comma-separated: the platform layout keeps a confirmer's key, Lease and ToolApprovals out of the agents' namespaces (docs/confirmer.md); empty allows none, and each must be served (--namespaces)")
 	fs.StringVar(&s.dns.Namespace, "dns-namespace", egress.DefaultDNSSelector.Namespace, "namespace of the cluster DNS pods that allow-listed sandboxes may query")
 	fs.StringVar(&dnsPods, "dns-pod-labels", "k8s-app=kube-dns", "labels of the cluster DNS pods, as key=value[,key=value]")
 	fs.DurationVar(&s.resolveMin, "resolve-min-interval", egress.DefaultMinResolveInterval, "floor of the interval at which allowed hosts are re-resolved")
@@ -148,7 +153,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	}
 
 	var err error
-	if s.namespaces, err = parseNamespaces(namespaces); err != nil {
+	if err := parseNamespaceFlags(&s, namespaces, platformNamespaces); err != nil {
 		return nil, err
 	}
 	if s.metricsCertDir != "" {
@@ -210,9 +215,28 @@ func checkThroughputFlags(s *settings) error {
 	return nil
 }
 
-// parseNamespaces reads --namespaces: empty is every namespace, otherwise distinct
-// namespace names (DNS labels).
-func parseNamespaces(list string) ([]string, error) {
+// parseNamespaceFlags reads --namespaces and --platform-namespaces into s: every platform
+// namespace must be served, and the SessionConfirmer webhook learns them too.
+func parseNamespaceFlags(s *settings, namespaces, platform string) error {
+	var err error
+	if s.namespaces, err = parseNamespaces("--namespaces", namespaces); err != nil {
+		return err
+	}
+	if s.platformNamespaces, err = parseNamespaces("--platform-namespaces", platform); err != nil {
+		return err
+	}
+	for _, ns := range s.platformNamespaces {
+		if len(s.namespaces) > 0 && !slices.Contains(s.namespaces, ns) {
+			return fmt.Errorf("--platform-namespaces: %q is not served (--namespaces %s)", ns, strings.Join(s.namespaces, ","))
+		}
+	}
+	s.webhooks.PlatformNamespaces = s.platformNamespaces
+	return nil
+}
+
+// parseNamespaces reads a list of namespaces (the flag named flagName): empty is none (for
+// --namespaces, every namespace), otherwise distinct namespace names (DNS labels).
+func parseNamespaces(flagName, list string) ([]string, error) {
 	if strings.TrimSpace(list) == "" {
 		return nil, nil
 	}
@@ -220,10 +244,10 @@ func parseNamespaces(list string) ([]string, error) {
 	for _, ns := range strings.Split(list, ",") {
 		ns = strings.TrimSpace(ns)
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			return nil, fmt.Errorf("--namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+			return nil, fmt.Errorf("%s: %q is not a namespace name: %s", flagName, ns, strings.Join(errs, "; "))
 		}
 		if slices.Contains(out, ns) {
-			return nil, fmt.Errorf("--namespaces: %q is listed twice", ns)
+			return nil, fmt.Errorf("%s: %q is listed twice", flagName, ns)
 		}
 		out = append(out, ns)
 	}
@@ -312,9 +336,12 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 		return err
 	}
 	if err := (&controllers.SessionConfirmerReconciler{
-		Client:         mgr.GetClient(),
-		APIReader:      mgr.GetAPIReader(),
-		ConfirmerImage: s.confirmerImage,
+		Client:             mgr.GetClient(),
+		APIReader:          mgr.GetAPIReader(),
+		ConfirmerImage:     s.confirmerImage,
+		PlatformNamespaces: s.platformNamespaces,
+		Namespaces:         s.namespaces,
+		Bootstrap:          s.bootstrap,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

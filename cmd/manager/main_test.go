@@ -62,6 +62,9 @@ func TestFlagsRefused(t *testing.T) {
 		{[]string{"--namespaces=team_a"}, `--namespaces: "team_a" is not a namespace name`},
 		{[]string{"--namespaces=" + strings.Repeat("a", 64)}, "--namespaces: "},
 		{[]string{"--namespaces=agents,agents"}, `--namespaces: "agents" is listed twice`},
+		{[]string{"--platform-namespaces=Gate"}, `--platform-namespaces: "Gate" is not a namespace name`},
+		{[]string{"--platform-namespaces=gate,gate"}, `--platform-namespaces: "gate" is listed twice`},
+		{[]string{"--namespaces=agents", "--platform-namespaces=gate"}, `--platform-namespaces: "gate" is not served (--namespaces agents)`},
 		{[]string{"--gate-hook-path=bin/gate-hook"}, `--gate-hook-path "bin/gate-hook" is not an absolute path`},
 		{[]string{"--gate-hook-path="}, `--gate-hook-path "" is not an absolute path`},
 		{[]string{"--bootstrap-mount-dir=hooks"}, `--bootstrap-mount-dir "hooks" is not an absolute path`},
@@ -124,6 +127,18 @@ func TestFlagsAccepted(t *testing.T) {
 	}
 	if o := metricsOptions(s); o.SecureServing || o.FilterProvider != nil {
 		t.Errorf("--metrics-secure=false still serves TLS or filters: %+v", o)
+	}
+
+	// The platform namespaces reach the SessionConfirmer webhook; by default there are none.
+	if s.platformNamespaces != nil || s.webhooks.PlatformNamespaces != nil {
+		t.Errorf("default platform namespaces %q", s.platformNamespaces)
+	}
+	s, err = parse("--namespaces=agents,gate", "--platform-namespaces=gate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(s.platformNamespaces, []string{"gate"}) || !slices.Equal(s.webhooks.PlatformNamespaces, []string{"gate"}) {
+		t.Errorf("platform namespaces %q, the webhook's %q", s.platformNamespaces, s.webhooks.PlatformNamespaces)
 	}
 }
 

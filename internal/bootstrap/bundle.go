@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -210,6 +211,17 @@ func configMapSize(data map[string]string) int {
 		n += len(k) + len(v)
 	}
 	return n
+}
+
+// OnlyBundleKeys reports whether data holds no key a bundle does not have: the hash covers
+// only the bundle's files, so a key added beside them is found this way.
+func OnlyBundleKeys(data map[string]string) bool {
+	for k := range data {
+		if !slices.Contains(hashedKeys, k) && k != KeyCheckedRules && k != KeyBootstrapHash {
+			return false
+		}
+	}
+	return true
 }
 
 // Hash is the bootstrap hash: sha256 over every bundle file (the checked rules file when

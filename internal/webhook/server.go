@@ -44,6 +44,9 @@ type Options struct {
 	// EgressCanary is where the injected egress-wait reaches the manager's egress canary: the
 	// pod webhook reads its Service's ClusterIP (PodInjector).
 	EgressCanary EgressCanary
+	// PlatformNamespaces are the namespaces whose SessionConfirmers may name a policy in
+	// another namespace; the SessionConfirmer webhook refuses that anywhere else.
+	PlatformNamespaces []string
 }
 
 // Server is the manager's webhook server: controller-runtime's, started only once its serving
@@ -105,7 +108,7 @@ func (s *Server) SetupWithManager(mgr manager.Manager, reader client.Reader) err
 		return fmt.Errorf("unknown certificate mode %q", s.opts.Certs.Mode)
 	}
 	s.Register(PolicyPath, &admission.Webhook{Handler: &PolicyValidator{Bootstrap: s.opts.Bootstrap}})
-	s.Register(ConfirmerPath, &admission.Webhook{Handler: &ConfirmerValidator{Reader: reader}})
+	s.Register(ConfirmerPath, &admission.Webhook{Handler: &ConfirmerValidator{Reader: reader, PlatformNamespaces: s.opts.PlatformNamespaces}})
 	injector := &PodInjector{Reader: reader, Options: InjectOptions{
 		Bootstrap: s.opts.Bootstrap, GateHookImage: s.opts.GateHookImage, EgressCanary: s.opts.EgressCanary,
 	}}

@@ -43,6 +43,9 @@ import (
 // testGateHookImage is the image the examples name, so an injected pod can equal them.
 const testGateHookImage = "ghcr.io/intutic/gate-confirmer:v0.1.0"
 
+// testPlatformNamespace is the suite's one platform namespace.
+const testPlatformNamespace = "gate-platform"
+
 var (
 	// testConfig is the API server's admin config.
 	testConfig *rest.Config
@@ -86,6 +89,8 @@ func runWithAPIServer(m *testing.M, env *envtest.Environment) int {
 		Port:          wo.LocalServingPort,
 		Certs:         CertOptions{Mode: CertsExternal, Dir: wo.LocalServingCertDir},
 		GateHookImage: testGateHookImage,
+		// The SessionConfirmers of this namespace may name policies of other namespaces.
+		PlatformNamespaces: []string{testPlatformNamespace},
 	})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,

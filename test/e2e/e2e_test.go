@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,7 +65,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	defer stop()
 
-	must(t, env.InstallChart(ctx, certValues...))
+	must(t, env.InstallChart(ctx, slices.Concat(certValues, platformValues)...))
 	const key = "sk-ant-e2e"
 	must(t, env.DeployFakes(ctx, key))
 	ids, err := env.FakeSession(ctx, "sesn_e2e", "agent_e2e",
@@ -137,6 +138,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("admission", func(t *testing.T) { testAdmission(ctx, t, env) })
 	t.Run("human approvals", func(t *testing.T) { testApprovals(ctx, t, env) })
 	t.Run("webhook certificate rotation", func(t *testing.T) { testCertRotation(ctx, t, env) })
+	t.Run("platform layout", func(t *testing.T) { testPlatformLayout(ctx, t, env) })
 
 	// A policy edit reaches the running confirmer pods through kubelet's ConfigMap update:
 	// every pod's metrics name the new snapshot digest in force, without a restart.

@@ -112,6 +112,7 @@ manager:
   resolveMaxInterval: 10m
   gateHookPath: /usr/local/bin/gate-hook
   claudeCodeMinimumVersion: 2.1.400
+  platformNamespaces: [gate-platform, gate-platform-b]
   extraArgs: ["--zap-log-level=debug"]
 serviceAccount:
   name: gate
@@ -146,6 +147,7 @@ func TestHelmTemplateCustomValues(t *testing.T) {
 		confirmerImage: "registry.example.com/gate/confirmer:v9.9.8",
 		leaderElect:    true,
 		managerFlags: []string{
+			"--platform-namespaces=gate-platform,gate-platform-b",
 			"--dns-namespace=dns", "--dns-pod-labels=app=coredns",
 			"--resolve-min-interval=10s", "--resolve-max-interval=10m",
 			"--gate-hook-path=/usr/local/bin/gate-hook",
@@ -245,6 +247,7 @@ func TestHelmTemplateRejectsInvalidValues(t *testing.T) {
 		{"metrics.secure not a boolean", "metrics:\n  secure: \"false\"\n", "/metrics/secure"},
 		{"unknown metrics key", "metrics:\n  port: 8080\n", "'port' not allowed"},
 		{"relative gate-hook path", "manager:\n  gateHookPath: bin/gate-hook\n", "/manager/gateHookPath"},
+		{"platform namespace not a DNS label", "manager:\n  platformNamespaces: [Gate]\n", "/manager/platformNamespaces/0"},
 		{"Claude Code minimum version not a version", "manager:\n  claudeCodeMinimumVersion: latest\n", "/manager/claudeCodeMinimumVersion"},
 		{"webhook timeout 0", "webhook:\n  timeoutSeconds: 0\n", "/webhook/timeoutSeconds"},
 		{"webhook lifetime not a duration", "webhook:\n  selfManaged:\n    certLifetime: a year\n", "/webhook/selfManaged/certLifetime"},
