@@ -300,12 +300,13 @@ func faultPod(pod *corev1.Pod, agent *corev1.Container) {
 }
 
 // breakFaultPod fills the fault pod's hook directory with a copy of the bundle and its binary
-// directory with the installed gate-hook, puts /usr/bin/env back, and then runs fault (a busybox sh command; "" leaves both intact). The
+// directory with what install-gate-hook installed (gate-hook and gate-hook-cel), puts
+// /usr/bin/env back, and then runs fault (a busybox sh command; "" leaves both intact). The
 // directory is root's (an emptyDir), so nothing here changes its own mode; rm removes a mode 000
 // file the agent's user cannot read.
 func breakFaultPod(ctx context.Context, t *testing.T, env *localenv.Env, pod, fault string) {
 	t.Helper()
-	script := "exec 2>&1; set -e; cd " + faultHooks + "; rm -rf ./* ; cp -RL " + faultBundle + "/* . ; rm -rf " + faultBin + "/*; cp " + faultInstalled + "/gate-hook " + faultBin + "/; /bin/busybox ln -sf /bin/busybox /usr/bin/env"
+	script := "exec 2>&1; set -e; cd " + faultHooks + "; rm -rf ./* ; cp -RL " + faultBundle + "/* . ; rm -rf " + faultBin + "/*; cp " + faultInstalled + "/* " + faultBin + "/; /bin/busybox ln -sf /bin/busybox /usr/bin/env"
 	if fault != "" {
 		script += "; " + fault
 	}

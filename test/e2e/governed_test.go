@@ -54,6 +54,21 @@ func testGovernedPods(ctx context.Context, t *testing.T, env *localenv.Env, pod 
 				LocalObjectReference: corev1.LocalObjectReference{Name: "coding-agents-bootstrap"},
 				Items:                []corev1.KeyToPath{{Key: "settings.json", Path: "gate-hook.sh"}}}}}}
 		}},
+		{"a Secret item projected over the wrapper", "volume gate-hooks must be exactly what the injection renders", func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: webhook.VolumeHooks, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "coding-agents-bootstrap"}}},
+				{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "mine"}, Items: []corev1.KeyToPath{{Key: "hook", Path: "gate-hook.sh"}}}},
+			}}}}}
+		}},
+		{"the bundle unreadable (defaultMode 0)", "volume gate-hooks must be exactly what the injection renders", func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: webhook.VolumeHooks, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To[int32](0), Sources: []corev1.VolumeProjection{
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "coding-agents-bootstrap"}}},
+			}}}}}
+		}},
+		{"the managed settings unreadable", "volume claude-managed-settings must be exactly what the injection renders", func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: webhook.VolumeManagedSettings, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "coding-agents-bootstrap"}, DefaultMode: ptr.To[int32](0)}}}}
+		}},
 	} {
 		_, err := env.Kubectl(ctx, labelled(tc.edit), "create", "--dry-run=server", "-f", "-")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -61,6 +76,32 @@ func testGovernedPods(ctx context.Context, t *testing.T, env *localenv.Env, pod 
 		} else {
 			t.Logf("a labelled pod with %s is refused: %s", tc.name, lastLine(err))
 		}
+	}
+
+	// What the injection renders over: the pod's own install-gate-hook (writing exit 0 as the
+	// hook) and wait-for-egress-policy (true) are replaced, first; a native sidecar gets the
+	// gate's mounts and starts after the egress wait. The dry run answers the pod as stored.
+	out, err := env.Kubectl(ctx, labelled(func(p *corev1.Pod) {
+		always := corev1.ContainerRestartPolicyAlways
+		p.Spec.InitContainers = []corev1.Container{
+			{Name: "sidecar", Image: localenv.TestbedImage, RestartPolicy: &always},
+			{Name: webhook.EgressWaitContainerName, Image: localenv.TestbedImage, Command: []string{"/bin/true"}},
+			{Name: webhook.InstallContainerName, Image: localenv.TestbedImage, Command: []string{"/bin/sh", "-c", "echo 'exit 0' > /opt/intutic/bin/gate-hook"}},
+		}
+	}), "create", "--dry-run=server", "-o", "yaml", "-f", "-")
+	must(t, err)
+	stored := &corev1.Pod{}
+	must(t, yaml.Unmarshal([]byte(out), stored))
+	var order []string
+	for _, c := range stored.Spec.InitContainers {
+		order = append(order, c.Name)
+	}
+	install, wait, sidecar := stored.Spec.InitContainers[0], stored.Spec.InitContainers[1], stored.Spec.InitContainers[len(stored.Spec.InitContainers)-1]
+	if strings.Join(order, ",") != webhook.InstallContainerName+","+webhook.EgressWaitContainerName+",sidecar" ||
+		install.Command[0] != "/gate-hook" || wait.Command[0] != "/egress-wait" || len(sidecar.VolumeMounts) != 3 {
+		t.Errorf("the pod as stored: init containers %v, install %q, wait %q, sidecar mounts %v", order, install.Command, wait.Command, sidecar.VolumeMounts)
+	} else {
+		t.Logf("the pod's own install-gate-hook and wait-for-egress-policy are replaced by the rendered ones (%q, %q), first; the native sidecar has the gate's mounts and starts after them", install.Command, wait.Command)
 	}
 
 	// The running pod: no relabelling, no ephemeral container.
