@@ -188,4 +188,3 @@ func TestOnlyTheManagerWritesItsChildren(t *testing.T) {
 		return as(nsController).Delete(ctx, configMap("coding-agents-bootstrap", nil))
 	})
 }
-
