@@ -19,14 +19,15 @@ const admissionPoliciesTemplate = "templates/admission-policies.yaml"
 const admissionPoliciesComment = `{{- /*
 The ValidatingAdmissionPolicies and their bindings of config/admission-policies (their comments
 say what each refuses), named for the release; a binding that config/ scopes to governed
-namespaces sees every namespace but the release namespace and admission.excludedNamespaces.
+namespaces sees every namespace but the release namespace and admission.excludedNamespaces; the
+manager's user a policy names is the release's ServiceAccount in the release namespace.
 */}}
 `
 
 // renderAdmissionPolicies templates every ValidatingAdmissionPolicy and binding of the files
 // of config/admission-policies, in the order of their names: names for the release (a
-// binding's policyName with them), the chart's labels, and a binding's namespaceSelector that
-// leaves out config/'s excludedNamespaces.
+// binding's policyName with them), the chart's labels, a binding's namespaceSelector that
+// leaves out config/'s excludedNamespaces, and the manager's user for the release's.
 func renderAdmissionPolicies(configDir, source string) ([]byte, error) {
 	paths, err := filepath.Glob(filepath.Join(configDir, source, "*.yaml"))
 	if err != nil {
