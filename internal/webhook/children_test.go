@@ -25,7 +25,8 @@ const managerServiceAccount = "system:serviceaccount:gate-system:gate-operator"
 // TestOnlyTheManagerWritesItsChildren: with config/admission-policies loaded
 // (managed-children.yaml), a user whose Role lets it write every ConfigMap and NetworkPolicy of
 // its namespace (as the built-in edit and admin roles do), and the cluster admin too, cannot
-// update, patch or delete a ConfigMap or NetworkPolicy labelled managed-by gate-operator,
+// update, patch or delete (one or a collection) a ConfigMap or NetworkPolicy labelled
+// managed-by gate-operator,
 // remove the label, put it on their own object or create one with it; the manager's
 // ServiceAccount can do all of that; the garbage collector may delete them and remove an
 // owner reference, not create them; the namespace controller may delete them once their
@@ -44,8 +45,8 @@ func TestOnlyTheManagerWritesItsChildren(t *testing.T) {
 		}
 	}
 	must(k8sClient.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "children-writer"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create", "update", "patch", "delete"}},
-		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "list", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create", "update", "patch", "delete", "deletecollection"}},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "list", "create", "update", "patch", "delete", "deletecollection"}},
 	}}))
 	must(k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "children-writer"},
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "children-writer"},
@@ -125,6 +126,8 @@ func TestOnlyTheManagerWritesItsChildren(t *testing.T) {
 		{"alice updates the NetworkPolicy", update(alice, &networkingv1.NetworkPolicy{}, "coding-agents-egress", openEgress)},
 		{"alice patches the NetworkPolicy", patch(alice, &networkingv1.NetworkPolicy{}, "coding-agents-egress", openPatch)},
 		{"alice deletes the NetworkPolicy", alice.Delete(ctx, networkPolicy("coding-agents-egress", nil))},
+		{"alice deletes the labelled ConfigMaps of the namespace", alice.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns), client.MatchingLabels(managed))},
+		{"alice deletes the labelled NetworkPolicies of the namespace", alice.DeleteAllOf(ctx, &networkingv1.NetworkPolicy{}, client.InNamespace(ns), client.MatchingLabels(managed))},
 		{"alice labels her ConfigMap", update(alice, &corev1.ConfigMap{}, "mine", label(managed))},
 		{"alice labels her NetworkPolicy", update(alice, &networkingv1.NetworkPolicy{}, "mine", label(managed))},
 		{"alice creates a labelled ConfigMap", alice.Create(ctx, configMap("forged-bootstrap", managed))},
