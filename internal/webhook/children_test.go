@@ -26,11 +26,10 @@ const managerServiceAccount = "system:serviceaccount:gate-system:gate-operator"
 // (managed-children.yaml), a user whose Role lets it write every ConfigMap and NetworkPolicy of
 // its namespace (as the built-in edit and admin roles do), and the cluster admin too, cannot
 // update, patch or delete (one or a collection) a ConfigMap or NetworkPolicy labelled
-// managed-by gate-operator,
-// remove the label, put it on their own object or create one with it; the manager's
-// ServiceAccount can do all of that; the garbage collector may delete them and remove an
-// owner reference, not create them; the namespace controller may delete them once their
-// namespace is being deleted, not before; objects without the label are unaffected.
+// managed-by gate-operator, remove the label, put it on their own object or create one with
+// it; the manager's ServiceAccount can do all of that; the garbage collector may delete them
+// and remove an owner reference, not create them; the namespace controller may delete them
+// once their namespace is being deleted, not before; objects without the label are unaffected.
 func TestOnlyTheManagerWritesItsChildren(t *testing.T) {
 	ctx := testutil.Context(t, 2*time.Minute)
 	ns := testutil.CreateNamespace(ctx, t, k8sClient, "children-")
