@@ -21,6 +21,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -144,7 +145,9 @@ func TestFlagsAccepted(t *testing.T) {
 
 // TestManagerUnderItsOwnRBAC runs the manager as its ServiceAccount with exactly the RBAC of
 // config/rbac, its ClusterRole bound in one namespace only (as the chart's watchNamespaces
-// does) and --namespaces naming it. It reconciles the samples there and nothing elsewhere, and
+// does) and --namespaces naming it, behind the ValidatingAdmissionPolicies of
+// config/admission-policies (managed-children refuses every writer of its ConfigMaps and
+// NetworkPolicies but it). It reconciles the samples there and nothing elsewhere, and
 // its metrics endpoint refuses callers without a token (401) or without the right to get
 // /metrics (403) and serves one bound to gate-operator-metrics-reader.
 func TestManagerUnderItsOwnRBAC(t *testing.T) {
@@ -207,6 +210,18 @@ func TestManagerUnderItsOwnRBAC(t *testing.T) {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: "monitoring"}},
 	}))
 
+	// The admission policies, enforced before the manager starts: the cluster admin itself
+	// may not create a ConfigMap labelled as the manager's.
+	must(t, apiservertest.InstallAdmissionPolicies(ctx, admin))
+	testutil.Eventually(t, time.Minute, func() error {
+		err := admin.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "probe",
+			Labels: map[string]string{gatev1.LabelManagedBy: gatev1.ManagedByValue}}}, client.DryRunAll)
+		if err != nil && strings.Contains(err.Error(), "system:serviceaccount:gate-system:gate-operator") {
+			return nil
+		}
+		return fmt.Errorf("the admission policies are not enforced yet: a labelled ConfigMap: %v", err)
+	})
+
 	// The manager authenticates as its ServiceAccount, as in a pod.
 	mgrCfg := rest.AnonymousClientConfig(cfg)
 	mgrCfg.BearerToken = token(t, clientset, "gate-system", "gate-operator")
@@ -257,8 +272,15 @@ func TestManagerUnderItsOwnRBAC(t *testing.T) {
 			return err == nil && p.Status.ObservedGeneration == p.Generation &&
 				meta.IsStatusConditionTrue(p.Status.Conditions, gatev1.ConditionBootstrapRendered), client.IgnoreNotFound(err)
 		})
+		// Its hosts do not resolve here (no DNS), so it is not Ready; no child was refused.
+		for _, c := range p.Status.Conditions {
+			if c.Reason == gatev1.ReasonApplyFailed {
+				t.Errorf("condition %s: %s: %s", c.Type, c.Reason, c.Message)
+			}
+		}
 		cm := &corev1.ConfigMap{}
 		must(t, admin.Get(ctx, client.ObjectKey{Namespace: served, Name: p.Status.BootstrapConfigMap}, cm))
+		must(t, admin.Get(ctx, client.ObjectKey{Namespace: served, Name: "coding-agents-egress"}, &networkingv1.NetworkPolicy{}))
 		if !strings.Contains(cm.Data[bootstrap.KeyHookScript], hookBin) || strings.Contains(cm.Data[bootstrap.KeyHookScript], bootstrap.DefaultHookBin) {
 			t.Errorf("the hook wrapper does not run --gate-hook-path %s:\n%s", hookBin, cm.Data[bootstrap.KeyHookScript])
 		}

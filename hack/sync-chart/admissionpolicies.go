@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -18,14 +19,15 @@ const admissionPoliciesTemplate = "templates/admission-policies.yaml"
 const admissionPoliciesComment = `{{- /*
 The ValidatingAdmissionPolicies and their bindings of config/admission-policies (their comments
 say what each refuses), named for the release; a binding that config/ scopes to governed
-namespaces sees every namespace but the release namespace and admission.excludedNamespaces.
+namespaces sees every namespace but the release namespace and admission.excludedNamespaces; the
+manager's user a policy names is the release's ServiceAccount in the release namespace.
 */}}
 `
 
 // renderAdmissionPolicies templates every ValidatingAdmissionPolicy and binding of the files
 // of config/admission-policies, in the order of their names: names for the release (a
-// binding's policyName with them), the chart's labels, and a binding's namespaceSelector that
-// leaves out config/'s excludedNamespaces.
+// binding's policyName with them), the chart's labels, a binding's namespaceSelector that
+// leaves out config/'s excludedNamespaces, and the manager's user for the release's.
 func renderAdmissionPolicies(configDir, source string) ([]byte, error) {
 	paths, err := filepath.Glob(filepath.Join(configDir, source, "*.yaml"))
 	if err != nil {
@@ -98,6 +100,9 @@ func templateAdmissionPolicy(path string, doc []byte) (string, error) {
 			return "", err
 		}
 	}
+	if err := templateManagerUser(path, name, spec); err != nil {
+		return "", err
+	}
 	body, err := yaml.Marshal(map[string]any{"spec": spec})
 	if err != nil {
 		return "", err
@@ -145,8 +150,8 @@ func fillPolicyPlaceholders(body string) (string, error) {
 			lines[i] = indent + "policyName: {{ include \"gate-operator.fullname\" . }}" + strings.TrimPrefix(text, "policyName: "+policyNamePlaceholder)
 		}
 	}
-	out := strings.Join(lines, "")
-	for _, p := range []string{governedPlaceholder, policyNamePlaceholder} {
+	out := strings.ReplaceAll(strings.Join(lines, ""), managerUserPlaceholder, managerUserTemplate)
+	for _, p := range []string{governedPlaceholder, policyNamePlaceholder, managerUserPlaceholder} {
 		if strings.Contains(out, p) {
 			return "", fmt.Errorf("%s is left in the chart's admission policies; hack/sync-chart marshals it where it does not look for it", p)
 		}
@@ -156,3 +161,60 @@ func fillPolicyPlaceholders(body string) (string, error) {
 
 // policyNamePlaceholder stands for the release's name in a binding's policyName.
 const policyNamePlaceholder = "__RELEASE_FULLNAME__"
+
+const (
+	// managerUser is the manager's user in config/: its ServiceAccount gate-operator
+	// (config/rbac/service_account.yaml) in gate-system. In the chart it is the release's
+	// ServiceAccount in the release namespace.
+	managerUser = "system:serviceaccount:" + operatorNamespace + ":" + defaultFullname
+	// managerUserPlaceholder stands for it in a marshalled spec: no spaces, so YAML never
+	// folds a line inside it, and nothing YAML would escape.
+	managerUserPlaceholder = "__RELEASE_MANAGER_USER__"
+	// managerUserTemplate is what it becomes in the chart. A namespace and a ServiceAccount
+	// name are DNS names, so the rendered user reads the same in any YAML scalar and CEL
+	// string literal it stands in.
+	managerUserTemplate = `system:serviceaccount:{{ .Release.Namespace }}:{{ include "gate-operator.serviceAccountName" . }}`
+)
+
+// longerUser finds a user that starts as the manager's and goes on (another ServiceAccount).
+var longerUser = regexp.MustCompile(regexp.QuoteMeta(managerUser) + `[a-z0-9.-]`)
+
+// templateManagerUser puts managerUserPlaceholder for the manager's user in every string of a
+// spec (a CEL expression comparing request.userInfo.username with it, a message naming it),
+// and refuses a spec that still names the operator's namespace after that: a user of another
+// ServiceAccount there, or the namespace itself, which the chart could not know to replace.
+func templateManagerUser(path, name string, node any) error {
+	var walk func(node any) (any, error)
+	walk = func(node any) (any, error) {
+		switch v := node.(type) {
+		case string:
+			if longer := longerUser.FindString(v); longer != "" {
+				return nil, fmt.Errorf("%s: %s names the user %s..., not the manager's %s, which the chart could not name for its release", path, name, longer, managerUser)
+			}
+			out := strings.ReplaceAll(v, managerUser, managerUserPlaceholder)
+			if strings.Contains(out, operatorNamespace) {
+				return nil, fmt.Errorf("%s: %s names %q other than in the manager's user %s, which the chart could not replace with its release's; extend hack/sync-chart", path, name, operatorNamespace, managerUser)
+			}
+			return out, nil
+		case map[string]any:
+			for k, e := range v {
+				out, err := walk(e)
+				if err != nil {
+					return nil, err
+				}
+				v[k] = out
+			}
+		case []any:
+			for k, e := range v {
+				out, err := walk(e)
+				if err != nil {
+					return nil, err
+				}
+				v[k] = out
+			}
+		}
+		return node, nil
+	}
+	_, err := walk(node)
+	return err
+}

@@ -102,6 +102,11 @@ func TestRenderAdmissionPolicies(t *testing.T) {
 	if n := strings.Count(text, `{{- include "gate-operator.governedNamespaceSelector" . | nindent`); n != 2 {
 		t.Errorf("the governed-namespaces selector appears %d times, want 2", n)
 	}
+	// managed-children.yaml names the manager's user in its expression, message and
+	// messageExpression.
+	if n := strings.Count(text, `system:serviceaccount:{{ .Release.Namespace }}:{{ include "gate-operator.serviceAccountName" . }}`); n != 3 {
+		t.Errorf("the release's manager user appears %d times, want 3", n)
+	}
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "admission-policies"), 0o755); err != nil {
 		t.Fatal(err)
@@ -112,5 +117,24 @@ func TestRenderAdmissionPolicies(t *testing.T) {
 	}
 	if _, err := renderAdmissionPolicies(dir, "admission-policies"); err == nil || !strings.Contains(err.Error(), "the chart templates only") {
 		t.Errorf("a binding with another namespaceSelector: %v", err)
+	}
+	for _, tc := range []struct{ name, user, want string }{
+		{"another ServiceAccount of the operator's namespace", "system:serviceaccount:gate-system:other", `names "gate-system" other than in the manager's user`},
+		{"a user that starts as the manager's", "system:serviceaccount:gate-system:gate-operator-old", "names the user system:serviceaccount:gate-system:gate-operator-..."},
+		{"the operator's namespace alone", "gate-system", `names "gate-system"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			policy := "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: gate-operator-x}\nspec:\n  validations:\n  - expression: \"request.userInfo.username == '" + tc.user + "'\"\n"
+			if err := os.WriteFile(filepath.Join(dir, "admission-policies", "x.yaml"), []byte(policy), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := renderAdmissionPolicies(dir, "admission-policies")
+			if err == nil {
+				t.Fatalf("rendered:\n%s", out)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,10 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -134,50 +131,11 @@ func runWithAPIServer(m *testing.M, env *envtest.Environment) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := installAdmissionPolicies(ctx, k8sClient); err != nil {
+	if err := apiservertest.InstallAdmissionPolicies(ctx, k8sClient); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
-}
-
-// installAdmissionPolicies creates the ValidatingAdmissionPolicies and bindings of
-// config/admission-policies, as the chart installs them. The API server enforces them some
-// time later (it type-checks and loads them first): a test of them starts with
-// admissionPoliciesEnforced.
-func installAdmissionPolicies(ctx context.Context, c client.Client) error {
-	paths, err := filepath.Glob(filepath.Join(repoRoot, "config", "admission-policies", "*.yaml"))
-	if err != nil {
-		return err
-	}
-	for _, path := range paths {
-		if filepath.Base(path) == "kustomization.yaml" {
-			continue
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-		for {
-			o := &unstructured.Unstructured{}
-			if err := dec.Decode(&o.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				_ = f.Close()
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			if len(o.Object) == 0 {
-				continue
-			}
-			if err := c.Create(ctx, o); err != nil {
-				_ = f.Close()
-				return fmt.Errorf("%s: %s %s: %w", path, o.GetKind(), o.GetName(), err)
-			}
-		}
-		_ = f.Close()
-	}
-	return nil
 }
 
 var admissionPoliciesOnce sync.Once

@@ -220,7 +220,8 @@ func checkGovernedPodsWebhook(t *testing.T, w admissionregv1.ValidatingWebhook) 
 // TestAdmissionPolicies: the chart's ValidatingAdmissionPolicies and bindings, generated from
 // config/admission-policies (TestChartInSync), render for the default values to config/'s,
 // names and labels aside; each binding names its release's policy and denies; a binding scoped
-// to governed namespaces leaves out the release namespace and admission.excludedNamespaces.
+// to governed namespaces leaves out the release namespace and admission.excludedNamespaces; the
+// manager's user a policy names is the release's ServiceAccount in the release namespace.
 func TestAdmissionPolicies(t *testing.T) {
 	spec := func(objs []*unstructured.Unstructured, prefix string) map[string]any {
 		out := map[string]any{}
@@ -239,6 +240,29 @@ func TestAdmissionPolicies(t *testing.T) {
 	if len(k) == 0 || !equality.Semantic.DeepEqual(k, h) {
 		t.Errorf("the chart's admission policies differ from config/admission-policies:\nkustomize:\n%s\nhelm:\n%s", toYAML(t, k), toYAML(t, h))
 	}
+	// managed-children names the manager's user in its expression and both messages.
+	for _, tc := range []struct {
+		name string
+		args []string
+		user string
+	}{
+		{"default values", nil, "system:serviceaccount:" + namespace + ":gate-operator"},
+		{"another namespace and ServiceAccount", []string{"--namespace", "ops", "--set", "serviceAccount.name=gate-manager"}, "system:serviceaccount:ops:gate-manager"},
+	} {
+		p := find(t, helmTemplate(t, tc.args...), "ValidatingAdmissionPolicy", "gate-operator-managed-children")
+		var policy admissionregv1.ValidatingAdmissionPolicy
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(p.Object, &policy); err != nil {
+			t.Fatal(err)
+		}
+		if v := policy.Spec.Validations; len(v) != 1 || strings.Count(v[0].Expression, "'"+tc.user+"'") != 1 ||
+			!strings.Contains(v[0].Message, tc.user) || !strings.Contains(v[0].MessageExpression, tc.user) {
+			t.Errorf("%s: managed-children does not name the manager's user %s in its expression and messages: %+v", tc.name, tc.user, v)
+		}
+		if tc.args != nil && strings.Contains(toYAML(t, policy.Spec), namespace) {
+			t.Errorf("%s: managed-children still names %s:\n%s", tc.name, namespace, toYAML(t, policy.Spec))
+		}
+	}
+
 	objs := helmTemplate(t, "--set", "admission.excludedNamespaces={kube-system,platform}")
 	bindings := ofKind(objs, "ValidatingAdmissionPolicyBinding")
 	if len(bindings) == 0 {
