@@ -43,6 +43,12 @@ func checkAvailability(t *testing.T, objs []*unstructured.Unstructured, want ava
 		t.Errorf("Deployment strategy = %s, want a rolling update with maxUnavailable 0 and maxSurge 1", toYAML(t, dep.Spec.Strategy))
 	}
 
+	// The manager's webhook server drains for 5 s once its controllers have stopped, within the
+	// manager's own 30 s shutdown timeout; kubelet must not kill it sooner.
+	if g := dep.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g != 30 {
+		t.Errorf("terminationGracePeriodSeconds = %s, want 30 (the manager's shutdown timeout)", toYAML(t, g))
+	}
+
 	spread := dep.Spec.Template.Spec.TopologySpreadConstraints
 	if !want.spread {
 		if len(spread) != 0 {
