@@ -3,8 +3,9 @@
 // from the images `make images` builds, runs the fake Managed Agents API in a pod, applies the
 // samples, and shows the two manager replicas and two confirmer replicas Running, the confirmer
 // answering the fake session through the in-cluster Service, a governed sandbox pod whose hook
-// blocks and allows calls, and that pod's egress on real packets. It removes everything it started at the
-// end and on Ctrl-C; with DEMO_KEEP set it keeps the cluster up after its report until Ctrl-C.
+// blocks and allows calls, and that pod's egress on real packets. It removes everything it
+// started at the end and on Ctrl-C; with DEMO_KEEP set it keeps the cluster up after its report
+// until Ctrl-C.
 package main
 
 import (
