@@ -98,7 +98,7 @@ func TestWebhookFlagsAccepted(t *testing.T) {
 	if w.Bootstrap.HookBin != s.bootstrap.HookBin || w.Bootstrap.MountDir != s.bootstrap.MountDir {
 		t.Errorf("the webhooks do not get the bundle options: %+v, want %+v", w.Bootstrap, s.bootstrap)
 	}
-	// A replica being deleted drains for 5 s, inside the installs' 10 s grace period.
+	// A replica being deleted drains for 5 s, inside the installs' 30 s grace period.
 	if w.ShutdownDelay != 5*time.Second {
 		t.Errorf("the webhook shutdown delay is %s by default, want 5s", w.ShutdownDelay)
 	}

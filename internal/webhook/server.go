@@ -88,7 +88,8 @@ func NewServer(o Options) *Server {
 
 // Start serves once the certificate is in place, until ShutdownDelay after ctx ends; it
 // implements manager.Runnable. The manager stops its webhook server after its controllers and
-// caches, and the delay comes on top.
+// caches, and the delay comes on top: no webhook reads through the cache (policies and the
+// canary Service come from the API reader, the reviews are created), so they answer meanwhile.
 func (s *Server) Start(ctx context.Context) error {
 	select {
 	case <-s.ready:
