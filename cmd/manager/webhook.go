@@ -58,11 +58,8 @@ func checkWebhookFlags(s *settings, f *webhookFlags) error {
 	if o.Port < 0 || o.Port > 65535 {
 		return fmt.Errorf("--webhook-port %d is not a port", o.Port)
 	}
-	if o.ShutdownDelay < 0 {
-		return fmt.Errorf("--webhook-shutdown-delay %s is negative", o.ShutdownDelay)
-	}
-	if o.ShutdownDelay >= shutdownTimeout {
-		return fmt.Errorf("--webhook-shutdown-delay %s is not below the manager's %s shutdown timeout", o.ShutdownDelay, shutdownTimeout)
+	if err := checkShutdownDelay(o.ShutdownDelay); err != nil {
+		return err
 	}
 	// gate-hook --install writes <dir>/gate-hook, so the injected pods have the binary only there.
 	if path.Base(s.bootstrap.HookBin) != "gate-hook" {
@@ -110,6 +107,17 @@ func checkWebhookFlags(s *settings, f *webhookFlags) error {
 		return fmt.Errorf("--webhook-cert-lifetime (%s) must be longer than --webhook-cert-renew-before (%s), or every check renews it", c.CertLifetime, c.RenewBefore)
 	case c.CALifetime <= c.CertLifetime:
 		return fmt.Errorf("--webhook-ca-lifetime (%s) must be longer than --webhook-cert-lifetime (%s)", c.CALifetime, c.CertLifetime)
+	}
+	return nil
+}
+
+// checkShutdownDelay refuses a drain the manager's shutdown timeout would cut short.
+func checkShutdownDelay(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("--webhook-shutdown-delay %s is negative", d)
+	}
+	if d >= shutdownTimeout {
+		return fmt.Errorf("--webhook-shutdown-delay %s is not below the manager's %s shutdown timeout", d, shutdownTimeout)
 	}
 	return nil
 }

@@ -35,7 +35,12 @@ func TestShutdownDrains(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	})
 	check := s.readyChecker()
 	deadline := time.Now().Add(10 * time.Second)
 	for check(nil) != nil {
@@ -80,10 +85,7 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Errorf("Start: %v", err)
-		}
-		done <- nil
+		done <- err // for the cleanup
 	case <-time.After(delay + 5*time.Second):
 		t.Fatalf("the server still runs %s after the stop", delay+5*time.Second)
 	}
