@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -70,6 +71,13 @@ func checkAvailability(t *testing.T, objs []*unstructured.Unstructured, want ava
 				t.Errorf("the spread selects %s=%s, which the manager pods do not carry (%v)", k, v, dep.Spec.Template.Labels)
 			}
 		}
+	}
+
+	// Admissions reach ready replicas only: the webhook Service selects the manager pods and
+	// leaves out those not ready (a replica is ready once it serves its certificate).
+	svc := typed[corev1.Service](t, find(t, objs, "Service", "gate-operator-webhook"))
+	if len(svc.Spec.Selector) == 0 || svc.Spec.PublishNotReadyAddresses || !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(dep.Spec.Template.Labels)) {
+		t.Errorf("the webhook Service selects %v (publishNotReadyAddresses %v), want the manager pods (%v), ready ones only", svc.Spec.Selector, svc.Spec.PublishNotReadyAddresses, dep.Spec.Template.Labels)
 	}
 
 	pdbs := ofKind(objs, "PodDisruptionBudget")
