@@ -18,12 +18,13 @@ import (
 	"time"
 )
 
-// TestShutdownDrains: once the manager stops (a rollout deletes the pod), the webhook server
-// keeps answering for ShutdownDelay, while the Service's endpoints drop the pod, closing each
-// connection after its answer so the API server's kept-alive connections move to the other
-// replicas; /readyz's webhook check fails meanwhile, and then the server stops. Without the
-// delay, an admission routed to the pod in the instant before kube-proxy drops it is refused
-// (connection refused, and the webhooks are failurePolicy Fail).
+// TestShutdownDrains: the server is not ready before its certificate is in place; once the
+// manager stops (a rollout deletes the pod), it keeps answering for ShutdownDelay, while the
+// Service's endpoints drop the pod, closing each connection after its answer so the API
+// server's kept-alive connections move to the other replicas; /readyz's webhook check fails
+// meanwhile, and then the server stops. Without the delay, an admission routed to the pod in
+// the instant before kube-proxy drops it is refused (connection refused, and the webhooks are
+// failurePolicy Fail).
 func TestShutdownDrains(t *testing.T) {
 	dir := t.TempDir()
 	writeSelfSignedCert(t, dir)
@@ -31,7 +32,6 @@ func TestShutdownDrains(t *testing.T) {
 	const delay = 2 * time.Second
 	s := NewServer(Options{Host: "127.0.0.1", Port: port, Certs: CertOptions{Mode: CertsExternal, Dir: dir}, ShutdownDelay: delay})
 	s.Register("/ok", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
-	close(s.ready)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
@@ -41,7 +41,13 @@ func TestShutdownDrains(t *testing.T) {
 			t.Errorf("Start: %v", err)
 		}
 	})
+	// Until its certificate is in place the server does not listen, and the replica is not ready.
 	check := s.readyChecker()
+	time.Sleep(200 * time.Millisecond)
+	if err := check(nil); err == nil {
+		t.Errorf("/readyz's webhook check passes before the certificate is in place")
+	}
+	close(s.ready)
 	deadline := time.Now().Add(10 * time.Second)
 	for check(nil) != nil {
 		if time.Now().After(deadline) {
