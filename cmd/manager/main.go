@@ -311,8 +311,9 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 		PprofBindAddress:       s.pprofAddr,
 		LeaderElection:         s.leaderElect,
 		LeaderElectionID:       "gate-operator.gate.intutic.io",
-		// A stopping leader gives up the Lease, so another replica leads the controllers at once
-		// instead of after the Lease expires; the process exits as soon as the manager stops.
+		// A stopping leader gives up the Lease once everything has stopped (the webhook drain
+		// last), so another replica leads without waiting for the Lease to expire; the process
+		// exits as soon as the manager stops, as this requires.
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       ptr.To(shutdownTimeout),
 		Cache:                         cacheOptions(s.namespaces),
