@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -310,8 +311,13 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 		PprofBindAddress:       s.pprofAddr,
 		LeaderElection:         s.leaderElect,
 		LeaderElectionID:       "gate-operator.gate.intutic.io",
-		Cache:                  cacheOptions(s.namespaces),
-		Controller:             config.Controller{SkipNameValidation: &s.rerun},
+		// A stopping leader gives up the Lease once everything has stopped (the webhook drain
+		// last), so another replica leads without waiting for the Lease to expire; the process
+		// exits as soon as the manager stops, as this requires.
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       ptr.To(shutdownTimeout),
+		Cache:                         cacheOptions(s.namespaces),
+		Controller:                    config.Controller{SkipNameValidation: &s.rerun},
 		Client: client.Options{Cache: &client.CacheOptions{
 			// Secrets are never read through a cache.
 			DisableFor: []client.Object{&corev1.Secret{}},

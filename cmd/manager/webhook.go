@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/intutic/gate-operator/internal/webhook"
 )
+
+// shutdownTimeout is how long the manager waits for its runnables to stop (controller-runtime's
+// default GracefulShutdownTimeout); the webhook server's drain must end within it.
+const shutdownTimeout = 30 * time.Second
 
 // webhookFlags are the webhook flags read as text and checked after parsing.
 type webhookFlags struct {
@@ -34,6 +39,7 @@ func bindWebhookFlags(fs *flag.FlagSet, o *webhook.Options) *webhookFlags {
 	fs.DurationVar(&o.Certs.CertLifetime, "webhook-cert-lifetime", webhook.DefaultCertLifetime, "lifetime of a self-managed serving certificate")
 	fs.DurationVar(&o.Certs.RenewBefore, "webhook-cert-renew-before", webhook.DefaultRenewBefore, "renew a self-managed CA or certificate this long before it expires")
 	fs.DurationVar(&o.Certs.CheckInterval, "webhook-cert-check-interval", webhook.DefaultCheckInterval, "how often the self-managed certificates are checked for renewal (also whenever their Secret or a webhook configuration changes)")
+	fs.DurationVar(&o.ShutdownDelay, "webhook-shutdown-delay", 5*time.Second, "how long a stopping manager (its pod deleted by a rollout or an eviction) keeps answering admissions, closing each connection after its answer and failing /readyz, while the webhook Service's endpoints drop it, so no admission reaches a closed port; below the manager's 30s shutdown timeout and the pod's terminationGracePeriodSeconds")
 	fs.StringVar(&o.GateHookImage, "gate-hook-image", "", "image of the install-gate-hook init container the pod webhook adds (it must carry /gate-hook); empty is --confirmer-image")
 	return &f
 }
@@ -51,6 +57,9 @@ func checkWebhookFlags(s *settings, f *webhookFlags) error {
 	}
 	if o.Port < 0 || o.Port > 65535 {
 		return fmt.Errorf("--webhook-port %d is not a port", o.Port)
+	}
+	if err := checkShutdownDelay(o.ShutdownDelay); err != nil {
+		return err
 	}
 	// gate-hook --install writes <dir>/gate-hook, so the injected pods have the binary only there.
 	if path.Base(s.bootstrap.HookBin) != "gate-hook" {
@@ -98,6 +107,17 @@ func checkWebhookFlags(s *settings, f *webhookFlags) error {
 		return fmt.Errorf("--webhook-cert-lifetime (%s) must be longer than --webhook-cert-renew-before (%s), or every check renews it", c.CertLifetime, c.RenewBefore)
 	case c.CALifetime <= c.CertLifetime:
 		return fmt.Errorf("--webhook-ca-lifetime (%s) must be longer than --webhook-cert-lifetime (%s)", c.CALifetime, c.CertLifetime)
+	}
+	return nil
+}
+
+// checkShutdownDelay refuses a drain the manager's shutdown timeout would cut short.
+func checkShutdownDelay(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("--webhook-shutdown-delay %s is negative", d)
+	}
+	if d >= shutdownTimeout {
+		return fmt.Errorf("--webhook-shutdown-delay %s is not below the manager's %s shutdown timeout", d, shutdownTimeout)
 	}
 	return nil
 }

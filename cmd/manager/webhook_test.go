@@ -51,6 +51,8 @@ func TestWebhookFlagsRefused(t *testing.T) {
 		{append(self, "--webhook-cert-lifetime=1h", "--webhook-cert-renew-before=2h"), "--webhook-cert-lifetime (1h0m0s) must be longer than --webhook-cert-renew-before (2h0m0s)"},
 		{append(self, "--webhook-cert-renew-before=30m"), "--webhook-cert-renew-before (30m0s) must be longer than --webhook-cert-check-interval (1h0m0s)"},
 		{append(self, "--webhook-ca-lifetime=100h", "--webhook-cert-lifetime=200h", "--webhook-cert-renew-before=10h"), "--webhook-ca-lifetime (100h0m0s) must be longer than --webhook-cert-lifetime (200h0m0s)"},
+		{append(self, "--webhook-shutdown-delay=-1s"), "--webhook-shutdown-delay -1s is negative"},
+		{append(self, "--webhook-shutdown-delay=30s"), "--webhook-shutdown-delay 30s is not below the manager's 30s shutdown timeout"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			s, err := parse(tc.args...)
@@ -95,6 +97,10 @@ func TestWebhookFlagsAccepted(t *testing.T) {
 	}
 	if w.Bootstrap.HookBin != s.bootstrap.HookBin || w.Bootstrap.MountDir != s.bootstrap.MountDir {
 		t.Errorf("the webhooks do not get the bundle options: %+v, want %+v", w.Bootstrap, s.bootstrap)
+	}
+	// A replica being deleted drains for 5 s, inside the installs' 30 s grace period.
+	if w.ShutdownDelay != 5*time.Second {
+		t.Errorf("the webhook shutdown delay is %s by default, want 5s", w.ShutdownDelay)
 	}
 
 	s, err = parse("--webhook-port=9443", "--webhook-certs=external", "--gate-hook-image=registry.example/hook:1")

@@ -1,10 +1,11 @@
 // Command demo is `make demo`: gate-operator where users run it. It starts the local cluster
 // with a real node (building what is missing), installs gate-operator with its own Helm chart
 // from the images `make images` builds, runs the fake Managed Agents API in a pod, applies the
-// samples, and shows the manager and two confirmer replicas Running, the confirmer answering
-// the fake session through the in-cluster Service, a governed sandbox pod whose hook blocks and
-// allows calls, and that pod's egress on real packets. It removes everything it started at the
-// end and on Ctrl-C; with DEMO_KEEP set it keeps the cluster up after its report until Ctrl-C.
+// samples, and shows the two manager replicas and two confirmer replicas Running, the confirmer
+// answering the fake session through the in-cluster Service, a governed sandbox pod whose hook
+// blocks and allows calls, and that pod's egress on real packets. It removes everything it
+// started at the end and on Ctrl-C; with DEMO_KEEP set it keeps the cluster up after its report
+// until Ctrl-C.
 package main
 
 import (

@@ -5,11 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -47,15 +50,23 @@ type Options struct {
 	// PlatformNamespaces are the namespaces whose SessionConfirmers may name a policy in
 	// another namespace; the SessionConfirmer webhook refuses that anywhere else.
 	PlatformNamespaces []string
+	// ShutdownDelay is how long the server keeps answering once the manager stops (a rollout or
+	// an eviction deletes its pod), while the Service's endpoints drop the pod: every answer then
+	// closes its connection, so the API server's kept-alive connections move to the replicas that
+	// stay, and /readyz fails. Zero stops at once; it must end within the pod's
+	// terminationGracePeriodSeconds.
+	ShutdownDelay time.Duration
 }
 
 // Server is the manager's webhook server: controller-runtime's, started only once its serving
 // certificate is in place (until then /readyz fails, so no admission request reaches a replica
-// that cannot answer it). Every replica serves, leader or not.
+// that cannot answer it). Every replica serves, leader or not. When the manager stops, it drains
+// for Options.ShutdownDelay before it closes its listener.
 type Server struct {
 	ctrlwebhook.Server
-	opts  Options
-	ready chan struct{}
+	opts     Options
+	ready    chan struct{}
+	draining atomic.Bool
 }
 
 // NewServer returns the server to pass as ctrl.Options.WebhookServer; SetupWithManager then
@@ -75,14 +86,45 @@ func NewServer(o Options) *Server {
 	}
 }
 
-// Start serves once the certificate is in place; it implements manager.Runnable.
+// Start serves once the certificate is in place, until ShutdownDelay after ctx ends; it
+// implements manager.Runnable. The manager stops its webhook server after its controllers and
+// caches, and the delay comes on top: no webhook reads through the cache (policies and the
+// canary Service come from the API reader, the reviews are created), so they answer meanwhile.
 func (s *Server) Start(ctx context.Context) error {
 	select {
 	case <-s.ready:
 	case <-ctx.Done():
 		return nil
 	}
-	return s.Server.Start(ctx)
+	serve, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-serve.Done():
+			return
+		}
+		s.draining.Store(true)
+		logf.FromContext(ctx).WithName("webhook").Info("draining the webhook server before it stops", "delay", s.opts.ShutdownDelay)
+		t := time.NewTimer(s.opts.ShutdownDelay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-serve.Done():
+		}
+		stop()
+	}()
+	return s.Server.Start(serve)
+}
+
+// Register serves hook at path; while the server drains, each answer closes its connection.
+func (s *Server) Register(path string, hook http.Handler) {
+	s.Server.Register(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		hook.ServeHTTP(w, r)
+	}))
 }
 
 // SetupWithManager manages the serving certificate (the rotator, or a wait for the files another
@@ -116,7 +158,19 @@ func (s *Server) SetupWithManager(mgr manager.Manager, reader client.Reader) err
 	s.Register(PodValidatorPath, &admission.Webhook{Handler: &PodValidator{Injector: injector}})
 	s.Register(ApprovalRecorderPath, &admission.Webhook{Handler: &ApprovalRecorder{}})
 	s.Register(ApprovalValidatorPath, &admission.Webhook{Handler: &ApprovalValidator{Reviews: mgr.GetClient()}})
-	return mgr.AddReadyzCheck("webhook", s.StartedChecker())
+	return mgr.AddReadyzCheck("webhook", s.readyChecker())
+}
+
+// readyChecker is /readyz's webhook check: the server answers TLS with its certificate, and
+// does not drain.
+func (s *Server) readyChecker() healthz.Checker {
+	started := s.StartedChecker()
+	return func(r *http.Request) error {
+		if s.draining.Load() {
+			return errors.New("the webhook server is draining before it stops")
+		}
+		return started(r)
+	}
 }
 
 // waitForFiles closes ready once dir holds tls.crt and tls.key (written by cert-manager, say),

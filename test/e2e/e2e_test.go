@@ -140,6 +140,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("webhook certificate rotation", func(t *testing.T) { testCertRotation(ctx, t, env) })
 	t.Run("platform layout", func(t *testing.T) { testPlatformLayout(ctx, t, env) })
 	t.Run("children writable only by the manager", func(t *testing.T) { testChildrenWritableOnlyByTheManager(ctx, t, env) })
+	t.Run("manager rollout", func(t *testing.T) { testManagerRollout(ctx, t, env) })
 
 	// A policy edit reaches the running confirmer pods through kubelet's ConfigMap update:
 	// every pod's metrics name the new snapshot digest in force, without a restart.

@@ -29,7 +29,7 @@ func TestHelmTemplateDefaults(t *testing.T) {
 	wantKinds := []string{
 		"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRoleBinding",
 		"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition",
-		"Deployment", "MutatingWebhookConfiguration", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "Secret", "Service", "Service", "Service",
+		"Deployment", "MutatingWebhookConfiguration", "PodDisruptionBudget", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "Secret", "Service", "Service", "Service",
 		"ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy",
 		"ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding",
 		"ValidatingWebhookConfiguration",
@@ -65,15 +65,16 @@ func TestHelmTemplateDefaults(t *testing.T) {
 	checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: true, webhookCerts: true})
 	dep := deployment(t, objs)
 	checkManagerPod(t, dep, managerWant{
-		replicas:       1,
+		replicas:       2,
 		image:          defaultImage,
 		confirmerImage: defaultConfirmerImage,
-		leaderElect:    false,
+		leaderElect:    true,
 		resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
 		},
 	})
+	checkAvailability(t, objs, availabilityWant{replicas: 2, pdb: true, maxUnavailable: 1, spread: true})
 	checkMetricsService(t, objs, dep)
 	checkCanaryService(t, objs, dep)
 	if sm := ofKind(objs, "ServiceMonitor"); len(sm) != 0 {
@@ -209,7 +210,7 @@ func TestHelmTemplateCustomValues(t *testing.T) {
 		objs := helmTemplate(t, "--set", "metrics.secure=false", "--set", "serviceMonitor.enabled=true")
 		checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: false, webhookCerts: true})
 		checkManagerPod(t, deployment(t, objs), managerWant{
-			replicas: 1, image: defaultImage, confirmerImage: defaultConfirmerImage, metricsInsecure: true,
+			replicas: 2, leaderElect: true, image: defaultImage, confirmerImage: defaultConfirmerImage, metricsInsecure: true,
 			resources: deployment(t, helmTemplate(t)).Spec.Template.Spec.Containers[0].Resources,
 		})
 		endpoints, _, _ := unstructured.NestedSlice(ofKind(objs, "ServiceMonitor")[0].Object, "spec", "endpoints")
@@ -219,7 +220,7 @@ func TestHelmTemplateCustomValues(t *testing.T) {
 	})
 
 	t.Run("leaderElection.enabled with one replica", func(t *testing.T) {
-		objs := helmTemplate(t, "--set", "leaderElection.enabled=true")
+		objs := helmTemplate(t, "--set", "replicas=1", "--set", "leaderElection.enabled=true")
 		dep := deployment(t, objs)
 		if *dep.Spec.Replicas != 1 || !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--leader-elect") {
 			t.Errorf("replicas %d, args %v: want 1 replica with --leader-elect", *dep.Spec.Replicas, dep.Spec.Template.Spec.Containers[0].Args)
@@ -253,6 +254,11 @@ func TestHelmTemplateRejectsInvalidValues(t *testing.T) {
 		{"webhook lifetime not a duration", "webhook:\n  selfManaged:\n    certLifetime: a year\n", "/webhook/selfManaged/certLifetime"},
 		{"cert-manager issuer kind", "webhook:\n  certManager:\n    issuerRef: {name: ca, kind: Vault}\n", "/webhook/certManager/issuerRef/kind"},
 		{"unknown webhook key", "webhook:\n  failurePolicy: Ignore\n", "'failurePolicy' not allowed"},
+		{"budget lets no pod go", "podDisruptionBudget:\n  maxUnavailable: 0\n", "/podDisruptionBudget/maxUnavailable"},
+		{"budget as a percentage", "podDisruptionBudget:\n  maxUnavailable: 50%\n", "/podDisruptionBudget/maxUnavailable"},
+		{"unknown budget key", "podDisruptionBudget:\n  minAvailable: 1\n", "'minAvailable' not allowed"},
+		{"spread when unsatisfiable", "topologySpread:\n  whenUnsatisfiable: Sometimes\n", "/topologySpread/whenUnsatisfiable"},
+		{"spread by nothing", "topologySpread:\n  topologyKey: \"\"\n", "/topologySpread/topologyKey"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := helm(t, "template", release, "charts/gate-operator", "--namespace", namespace, "-f", writeValues(t, tc.values))

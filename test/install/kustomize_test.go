@@ -38,9 +38,13 @@ func TestKustomizeMatchesChartDefaults(t *testing.T) {
 	kdep := deployment(t, kobjs)
 	hdep := deployment(t, hobjs)
 	checkManagerPod(t, kdep, managerWant{
-		replicas: 1, image: defaultImage, confirmerImage: defaultConfirmerImage,
+		replicas: 2, leaderElect: true, image: defaultImage, confirmerImage: defaultConfirmerImage,
 		resources: hdep.Spec.Template.Spec.Containers[0].Resources,
 	})
+	checkAvailability(t, kobjs, availabilityWant{replicas: 2, pdb: true, maxUnavailable: 1, spread: true})
+	if !equality.Semantic.DeepEqual(kdep.Spec.Strategy, hdep.Spec.Strategy) || *kdep.Spec.Replicas != *hdep.Spec.Replicas {
+		t.Errorf("config/manager/manager.yaml replicas %d and strategy %v differ from the chart's default: %d, %v", *kdep.Spec.Replicas, kdep.Spec.Strategy, *hdep.Spec.Replicas, hdep.Spec.Strategy)
+	}
 	if !equality.Semantic.DeepEqual(kdep.Spec.Template.Spec, hdep.Spec.Template.Spec) {
 		t.Errorf("config/manager/manager.yaml pod spec differs from the chart's default:\nkustomize:\n%s\nhelm:\n%s", toYAML(t, kdep.Spec.Template.Spec), toYAML(t, hdep.Spec.Template.Spec))
 	}

@@ -22,7 +22,7 @@ func TestHelmTemplateWatchNamespaces(t *testing.T) {
 	checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: true, watchNamespaces: []string{"a", "b"}, webhookCerts: true})
 	dep := deployment(t, objs)
 	checkManagerPod(t, dep, managerWant{
-		replicas: 1, image: defaultImage, confirmerImage: defaultConfirmerImage, namespaces: "a,b",
+		replicas: 2, leaderElect: true, image: defaultImage, confirmerImage: defaultConfirmerImage, namespaces: "a,b",
 		resources: deployment(t, helmTemplate(t)).Spec.Template.Spec.Containers[0].Resources,
 	})
 	// Everything else stays in the release namespace.

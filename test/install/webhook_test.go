@@ -120,7 +120,7 @@ func TestWebhookConfigurations(t *testing.T) {
 		objs := helmTemplate(t, "--set", "webhook.certManager.enabled=true")
 		checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: true})
 		checkManagerPod(t, deployment(t, objs), managerWant{
-			replicas: 1, image: defaultImage, confirmerImage: defaultConfirmerImage,
+			replicas: 2, leaderElect: true, image: defaultImage, confirmerImage: defaultConfirmerImage,
 			webhooks:  []string{"--webhook-port=9443", "--webhook-certs=external", "--gate-hook-image=" + defaultConfirmerImage},
 			resources: deployment(t, helmTemplate(t)).Spec.Template.Spec.Containers[0].Resources,
 		})
@@ -164,7 +164,7 @@ func TestWebhookConfigurations(t *testing.T) {
 		}
 		checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: true})
 		checkManagerPod(t, deployment(t, objs), managerWant{
-			replicas: 1, image: defaultImage, confirmerImage: defaultConfirmerImage, noWebhooks: true,
+			replicas: 2, leaderElect: true, image: defaultImage, confirmerImage: defaultConfirmerImage, noWebhooks: true,
 			resources: deployment(t, helmTemplate(t)).Spec.Template.Spec.Containers[0].Resources,
 		})
 	})
