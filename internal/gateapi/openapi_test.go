@@ -153,19 +153,19 @@ func TestOpenAPIContract(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", what, got, raw, want)
 		}
 	}
-	valid := func(srv *httptest.Server, method, path, token, body string, want int, header ...string) []byte {
+	valid := func(srv *httptest.Server, method, path, bearer, body string, want int, header ...string) []byte {
 		t.Helper()
-		if token != "" {
-			header = append(header, "Authorization", "Bearer "+token)
+		if bearer != "" {
+			header = append(header, "Authorization", "Bearer "+bearer)
 		}
 		status, _, raw := c.exchange(srv, method, path, body, true, header...)
 		expect(method+" "+path+" "+body, status, want, raw)
 		return raw
 	}
-	invalid := func(srv *httptest.Server, method, path, token, body string, want int, header ...string) {
+	invalid := func(srv *httptest.Server, method, path, bearer, body string, want int, header ...string) {
 		t.Helper()
-		if token != "" {
-			header = append(header, "Authorization", "Bearer "+token)
+		if bearer != "" {
+			header = append(header, "Authorization", "Bearer "+bearer)
 		}
 		status, _, raw := c.exchange(srv, method, path, body, false, header...)
 		expect(method+" "+path+" "+body, status, want, raw)
