@@ -2,6 +2,7 @@ package gateapi
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,22 +72,51 @@ func (a *API) NewMetricsServer(addr string, o ServerOptions) *http.Server {
 // Handler returns the routes.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n")) // a failed write means the prober left; there is no one to tell
-	})
-	mux.HandleFunc("GET /readyz", a.readyz)
-	mux.HandleFunc("POST /v1/guard", a.authed(a.guard))
-	mux.HandleFunc("POST /v1/harness/approvals", a.authed(a.harnessApprovals))
-	mux.HandleFunc("POST /v1/workflow/needs-approval", a.authed(a.needsApproval))
-	mux.HandleFunc("GET /v1/harness/settings", a.authed(a.harnessSettings))
-	mux.HandleFunc("GET /v1/approvals/{name}", a.authed(a.getApproval))
+	for _, rt := range a.routes() {
+		mux.HandleFunc(rt.pattern, rt.handler)
+	}
+	return mux
+}
+
+// route is one route of the API: a ServeMux pattern, "METHOD /path", and its handler. Every
+// route is described in openapi.yaml; TestOpenAPIRoutes holds the two to each other.
+type route struct {
+	pattern string
+	handler http.HandlerFunc
+}
+
+// routes are the API's routes, the ones Handler registers.
+func (a *API) routes() []route {
 	n := a.MaxWebhookBodies
 	if n <= 0 {
 		n = DefaultMaxWebhookBodies
 	}
 	slots := make(chan struct{}, n) // one per webhook body being read
-	mux.HandleFunc("POST /v1/webhooks/anthropic", func(w http.ResponseWriter, r *http.Request) { a.webhook(w, r, slots) })
-	return mux
+	return []route{
+		{"GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte("ok\n")) // a failed write means the prober left; there is no one to tell
+		}},
+		{"GET /readyz", a.readyz},
+		{"GET /openapi.yaml", serveOpenAPI},
+		{"POST /v1/guard", a.authed(a.guard)},
+		{"POST /v1/harness/approvals", a.authed(a.harnessApprovals)},
+		{"POST /v1/workflow/needs-approval", a.authed(a.needsApproval)},
+		{"GET /v1/harness/settings", a.authed(a.harnessSettings)},
+		{"GET /v1/approvals/{name}", a.authed(a.getApproval)},
+		{"POST /v1/webhooks/anthropic", func(w http.ResponseWriter, r *http.Request) { a.webhook(w, r, slots) }},
+	}
+}
+
+// OpenAPIDocument is the OpenAPI 3.1 document of the API, served at GET /openapi.yaml. It is
+// built in and describes the routes only: nothing of a deployment, no secret.
+//
+//go:embed openapi.yaml
+var OpenAPIDocument []byte
+
+// serveOpenAPI answers GET /openapi.yaml, unauthenticated like the probes.
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	_, _ = w.Write(OpenAPIDocument) // a failed write means the client left; there is no one to tell
 }
 
 // readyz says whether a verified snapshot is loaded and, when not, the code of why. The probe

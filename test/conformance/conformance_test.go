@@ -54,11 +54,14 @@ func record(t *testing.T, peer, name string, ok bool, detail string) {
 	}
 }
 
-// version reads the installed version of a peer package.
+// version reads the installed version of a peer package, from node_modules or, for
+// openapi-typescript, from openapi-gen's (it needs a TypeScript of its own).
 func version(pkg string) string {
 	b, err := os.ReadFile(filepath.Join("node_modules", pkg, "package.json"))
 	if err != nil {
-		return "?"
+		if b, err = os.ReadFile(filepath.Join("openapi-gen", "node_modules", pkg, "package.json")); err != nil {
+			return "?"
+		}
 	}
 	var p struct{ Version string }
 	_ = json.Unmarshal(b, &p)
