@@ -61,6 +61,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	install := fs.String("install", "", "copy this binary into the given directory and exit (for an init container: the image needs no shell)")
 	explicitAllow := fs.Bool("explicit-allow", false, "answer Allow with permissionDecision \"allow\" instead of no decision")
 	token := fs.String("answer-token", "", "begin every answer with the line \"gate-answer <token>\" (the registered command's per-call token)")
+	layered := fs.Bool("layers", false, "decide with the layers of the bundle in the snapshot's directory, which must have its index ("+gate.LayersFileName+"): the cluster policies that select the pod, and the namespace's "+gate.SnapshotFileName+" when the index names it")
 	if err := fs.Parse(args); err != nil {
 		return a.answer(gate.Refuse(gate.CodeInputInvalid, "gate-hook was started with invalid flags"))
 	}
@@ -88,16 +89,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	if err != nil {
 		return a.answer(gate.Refuse(gate.CodeInputInvalid, err.Error()))
 	}
-	snap, err := gate.LoadSnapshotFile(*snapshot, *workspace)
+	policy, caller, err := load(*snapshot, *workspace, *layered, call)
 	if err != nil {
 		se := &gate.SnapshotError{Code: gate.CodeSnapshotCorrupt, Reason: err.Error()}
 		errors.As(err, &se)
 		return a.answer(gate.Refuse(se.Code, se.Reason))
 	}
-	// Who is calling: the pod's name from the file beside the snapshot, in the read-only volume
-	// the snapshot comes from, and never from the environment, which the agent's settings set.
-	call.Caller = gate.PodCaller(filepath.Dir(*snapshot))
-	policy, _ := gate.CompileFor(snap, call.Tool, call.Server)
+	call.Caller = caller
 	if gate.BuiltWithCEL {
 		return a.answer(policy.Decide(call))
 	}
@@ -108,6 +106,34 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	// itself. execWithStdin returns only if it could not be started.
 	err = handOff(args, data)
 	return a.answer(gate.Refuse(gate.CodeGateCrashed, "gate-hook could not start "+celHook+": "+err.Error()))
+}
+
+// decider is what decides the call: one policy, or the layers of a layered bundle.
+type decider interface {
+	Decide(*gate.Call) gate.Decision
+	DecideWithoutCEL(*gate.Call) (gate.Decision, bool)
+}
+
+// load loads what decides the call, compiled for its tool, and who is calling: the pod's name
+// from the file beside the snapshot, in the read-only volume the snapshot comes from, and
+// never from the environment, which the agent's settings set. With layered, the whole bundle
+// in the snapshot's directory is read from one version of the volume (gate.LoadLayered), and
+// its index must be there.
+func load(snapshot, workspace string, layered bool, call *gate.Call) (decider, gate.Caller, error) {
+	dir := filepath.Dir(snapshot)
+	if layered {
+		set, err := gate.LoadLayered(dir, workspace)
+		if err != nil {
+			return nil, gate.Caller{}, err
+		}
+		return set.CompileFor(call.Tool, call.Server), set.Caller, nil
+	}
+	snap, err := gate.LoadSnapshotFile(snapshot, workspace)
+	if err != nil {
+		return nil, gate.Caller{}, err
+	}
+	policy, _ := gate.CompileFor(snap, call.Tool, call.Server)
+	return policy, gate.PodCaller(dir), nil
 }
 
 // handOff replaces this process with gate-hook-cel beside it, with the same arguments and the

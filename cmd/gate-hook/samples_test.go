@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -167,9 +168,7 @@ func clusterDecision(t *testing.T, s *gate.Snapshot, snapPath string, stdin []by
 
 func sameDecision(a, b gate.Decision) bool {
 	a.IncidentID, b.IncidentID = "", ""
-	aw, bw := a.Would, b.Would
-	a.Would, b.Would = nil, nil
-	return a == b && (aw == nil) == (bw == nil) && (aw == nil || *aw == *bw)
+	return reflect.DeepEqual(a, b)
 }
 
 // TestDecideWithoutCELAgrees: on every case, a decision made without CEL is the one the cluster's

@@ -94,3 +94,44 @@ func BenchmarkGuardBlocked(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecideLayers decides a realistic Bash call with three cluster layers (one selecting
+// by label) and the namespace's policy, each of realistic rules, compiled for the call's tool
+// as gate-hook does.
+func BenchmarkDecideLayers(b *testing.B) {
+	idx := gate.LayersIndex{Namespace: "bench", Namespaced: true}
+	layers := map[string]*gate.Snapshot{}
+	for i, name := range []string{"baseline", "egress", "web-tier"} {
+		s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: name, Generation: 1}, gatetest.RealisticRules(30+10*i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		layers[name] = s
+		l := gate.Layer{Kind: gate.LayerKindCluster, Name: name, Priority: int32(i), File: gate.ClusterLayerFile(name), Digest: s.Digest}
+		if name == "web-tier" {
+			l.PodSelector = []gate.Requirement{{Key: "app", Operator: gate.OperatorIn, Values: []string{"web"}}}
+		}
+		idx.Layers = append(idx.Layers, l)
+	}
+	data, err := gate.BuildLayersIndex(idx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	loaded, err := gate.LoadLayersIndex(data, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	primary := mustPolicy(b, gatetest.RealisticRules(100)).Snapshot()
+	set, err := gate.NewLayerSet(loaded, primary, layers, map[string]string{"app": "web"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	call := benchCalls[0].call
+	lp := set.CompileFor(call.Tool, call.Server)
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := lp.Decide(&call); d.Verdict != gate.Allow || len(d.Layers) != 4 {
+			b.Fatalf("want Allow by 4 layers, got %+v", d)
+		}
+	}
+}

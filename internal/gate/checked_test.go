@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -96,7 +97,7 @@ func TestCheckedRulesAgree(t *testing.T) {
 	same := func(name string, got []Decision) {
 		t.Helper()
 		for i := range want {
-			if got[i] != want[i] {
+			if !reflect.DeepEqual(got[i], want[i]) {
 				t.Errorf("%s: call %d decided %+v, from the source %+v", name, i, got[i], want[i])
 			}
 		}

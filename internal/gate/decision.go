@@ -75,6 +75,9 @@ const (
 	CodeInputTooCostly = "input_too_costly"
 	// CodeDefaultAction: no rule matched and the policy's defaultAction is Ask or Block.
 	CodeDefaultAction = "default_action"
+	// CodeNoPolicy: the pod's bundle is layered (LayersIndex) and no layer applies to it: no
+	// cluster policy selects the pod and the namespace has no policy of its own.
+	CodeNoPolicy = "no_policy"
 )
 
 // RefusalPrefix starts every refusal message; byte-compatible with the TypeScript SDK.
@@ -122,6 +125,24 @@ type Decision struct {
 	// more restrictively than Verdict: the Ask or Block the gate recorded and did not enforce.
 	// Verdict, Rule, Reason, Code and Message are always the decision in effect.
 	Would *AuditedVerdict `json:"would,omitempty"`
+	// Layer is the layer that decided, when the call was decided by layered policies
+	// (LayeredPolicy): "ClusterHarnessAgentPolicy/<name>" or "HarnessAgentPolicy/<ns>/<name>".
+	// Empty for a decision of one policy, so such a decision serialises as it always has.
+	Layer string `json:"layer,omitempty"`
+	// Layers is every layer's own decision of a layered call, in the order they are combined
+	// (see Combine).
+	Layers []LayerVerdict `json:"layers,omitempty"`
+}
+
+// LayerVerdict is one layer's own decision of a call that layered policies decided.
+type LayerVerdict struct {
+	// Layer identifies the layer, as Decision.Layer does.
+	Layer          string          `json:"layer"`
+	Verdict        Verdict         `json:"verdict"`
+	Rule           string          `json:"rule,omitempty"`
+	Code           string          `json:"code,omitempty"`
+	SnapshotDigest string          `json:"snapshotDigest,omitempty"`
+	Would          *AuditedVerdict `json:"would,omitempty"`
 }
 
 // AuditedVerdict is a verdict recorded and not enforced (see Audit): what the gate would have

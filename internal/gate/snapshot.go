@@ -254,32 +254,47 @@ func LoadSnapshot(data []byte, workspace string) (*Snapshot, error) {
 // LoadSnapshotFile reads and verifies the snapshot at path (see LoadSnapshot). An absent or
 // empty file is snapshot_missing; an unreadable or oversized one is snapshot_corrupt.
 func LoadSnapshotFile(path, workspace string) (*Snapshot, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &SnapshotError{CodeSnapshotMissing, "no policy snapshot at " + path}
-	}
-	if err != nil {
-		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot cannot be read: " + err.Error()}
-	}
-	defer f.Close()
-	// Read into a buffer of the file's size, as os.ReadFile does: io.ReadAll would grow one
-	// from 512 bytes, copying and faulting in pages at each step, which a one-call hook pays for.
-	var buf bytes.Buffer
-	if fi, err := f.Stat(); err == nil && fi.Size() <= maxSnapshotBytes {
-		buf.Grow(int(fi.Size()) + bytes.MinRead)
-	}
-	_, err = buf.ReadFrom(io.LimitReader(f, maxSnapshotBytes+1))
-	data := buf.Bytes()
-	if err != nil {
-		return nil, &SnapshotError{CodeSnapshotCorrupt, "the policy snapshot cannot be read: " + err.Error()}
-	}
-	if len(data) > maxSnapshotBytes {
-		return nil, &SnapshotError{CodeSnapshotCorrupt, fmt.Sprintf("the policy snapshot is larger than %d bytes", maxSnapshotBytes)}
+	return loadSnapshotFile(path, filepath.Join(filepath.Dir(path), CheckedFileName), workspace)
+}
+
+// loadSnapshotFile is LoadSnapshotFile with the checked rules file at checked.
+func loadSnapshotFile(path, checked, workspace string) (*Snapshot, error) {
+	data, rerr := readBounded(path, "policy snapshot", maxSnapshotBytes)
+	if rerr != nil {
+		return nil, rerr
 	}
 	s, err := LoadSnapshot(data, workspace)
 	if err != nil {
 		return nil, err
 	}
-	s.precompiled = newPrecompiled(filepath.Join(filepath.Dir(path), CheckedFileName), s)
+	s.precompiled = newPrecompiled(checked, s)
 	return s, nil
+}
+
+// readBounded reads the file at path, the what of a bundle, refusing one over limit bytes. An
+// absent file is snapshot_missing, an unreadable or oversized one snapshot_corrupt.
+func readBounded(path, what string, limit int64) ([]byte, *SnapshotError) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &SnapshotError{CodeSnapshotMissing, "no " + what + " at " + path}
+	}
+	if err != nil {
+		return nil, &SnapshotError{CodeSnapshotCorrupt, "the " + what + " cannot be read: " + err.Error()}
+	}
+	defer f.Close()
+	// Read into a buffer of the file's size, as os.ReadFile does: io.ReadAll would grow one
+	// from 512 bytes, copying and faulting in pages at each step, which a one-call hook pays for.
+	var buf bytes.Buffer
+	if fi, err := f.Stat(); err == nil && fi.Size() <= limit {
+		buf.Grow(int(fi.Size()) + bytes.MinRead)
+	}
+	_, err = buf.ReadFrom(io.LimitReader(f, limit+1))
+	data := buf.Bytes()
+	if err != nil {
+		return nil, &SnapshotError{CodeSnapshotCorrupt, "the " + what + " cannot be read: " + err.Error()}
+	}
+	if int64(len(data)) > limit {
+		return nil, &SnapshotError{CodeSnapshotCorrupt, fmt.Sprintf("the %s is larger than %d bytes", what, limit)}
+	}
+	return data, nil
 }

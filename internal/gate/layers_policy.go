@@ -1,0 +1,187 @@
+package gate
+
+import "fmt"
+
+// LayerSet is the layers of a bundle that apply to one pod, each a verified snapshot, in the
+// order their decisions are combined: the selected cluster layers in report order, then the
+// namespace's own policy when the bundle has one.
+type LayerSet struct {
+	// Index is the bundle's index.
+	Index *LayersIndex
+	// Caller is the hook's pod, as PodCaller reads it; LoadLayered reads it from the same
+	// version of the volume as the snapshots. NewLayerSet leaves it empty.
+	Caller Caller
+	layers []layerSnapshot
+}
+
+// layerSnapshot is one layer of a LayerSet.
+type layerSnapshot struct {
+	id      string
+	snap    *Snapshot
+	cluster bool
+	// namespace, for a cluster layer, is the bundle's: its rules see it as caller.namespace.
+	namespace string
+}
+
+// NewLayerSet chooses the layers of a bundle that apply to a pod with these labels and checks
+// that each has its snapshot: primary is the namespace's own (used when idx.Namespaced), and
+// layers holds cluster layers' snapshots by name (those that do not select the pod need not be
+// there). Each selected layer's snapshot must be the one the index names (its digest) and be
+// the layer's own policy, so a bundle mixed from two versions is a fault, never a silent
+// change of policy. Errors are *SnapshotError naming the layer.
+func NewLayerSet(idx *LayersIndex, primary *Snapshot, layers map[string]*Snapshot, labels map[string]string) (*LayerSet, error) {
+	if idx == nil {
+		return nil, &SnapshotError{CodeSnapshotMissing, "no policy layers index has been loaded"}
+	}
+	set := &LayerSet{Index: idx}
+	for i := range idx.Layers {
+		l := &idx.Layers[i]
+		if !l.Selects(labels) {
+			continue
+		}
+		s := layers[l.Name]
+		switch {
+		case s == nil:
+			return nil, &SnapshotError{CodeSnapshotMissing, "cluster layer " + l.Name + " has no snapshot (" + l.File + ")"}
+		case s.Digest != l.Digest:
+			return nil, &SnapshotError{CodeSnapshotUnverified, fmt.Sprintf("the snapshot of cluster layer %s has digest %q, and the layers index says %q", l.Name, s.Digest, l.Digest)}
+		case s.Policy != l.Name:
+			return nil, &SnapshotError{CodeSnapshotUnverified, fmt.Sprintf("the snapshot of cluster layer %s is of policy %q", l.Name, s.Policy)}
+		}
+		set.layers = append(set.layers, layerSnapshot{id: l.ID(), snap: s, cluster: true, namespace: idx.Namespace})
+	}
+	if idx.Namespaced {
+		if primary == nil {
+			return nil, &SnapshotError{CodeSnapshotMissing, "the layers index says namespace " + idx.Namespace + " has a policy, and its snapshot is missing"}
+		}
+		ns, name := splitPolicy(primary.Policy)
+		if ns != idx.Namespace || name == "" {
+			return nil, &SnapshotError{CodeSnapshotUnverified, fmt.Sprintf("the namespace's snapshot is of policy %q, not of a policy in namespace %s", primary.Policy, idx.Namespace)}
+		}
+		set.layers = append(set.layers, layerSnapshot{id: LayerKindNamespace + "/" + primary.Policy, snap: primary})
+	}
+	return set, nil
+}
+
+// Layers returns the ids of the layers that apply, in the order they are combined.
+func (s *LayerSet) Layers() []string {
+	ids := make([]string, len(s.layers))
+	for i, l := range s.layers {
+		ids[i] = l.id
+	}
+	return ids
+}
+
+// Compile compiles every layer with Compile, for a long-lived gate.
+func (s *LayerSet) Compile() *LayeredPolicy {
+	return s.compile(func(snap *Snapshot) *Policy { p, _ := Compile(snap); return p })
+}
+
+// CompileFor compiles every layer with CompileFor, for one call of a one-shot caller
+// (gate-hook). As with one policy, the rules of a layer that do not compile are not fatal:
+// its failurePolicy decides when they are reached.
+func (s *LayerSet) CompileFor(tool, server string) *LayeredPolicy {
+	return s.compile(func(snap *Snapshot) *Policy { p, _ := CompileFor(snap, tool, server); return p })
+}
+
+func (s *LayerSet) compile(compile func(*Snapshot) *Policy) *LayeredPolicy {
+	lp := &LayeredPolicy{layers: make([]compiledLayer, len(s.layers))}
+	for i, l := range s.layers {
+		p := compile(l.snap)
+		if l.cluster {
+			// A cluster policy's snapshot names no namespace; its rules see the pod's.
+			p.namespace = l.namespace
+		}
+		lp.layers[i] = compiledLayer{id: l.id, policy: p}
+	}
+	return lp
+}
+
+// LayeredPolicy decides calls with every layer that applies to a pod and combines their
+// decisions (Combine). It is immutable and safe for concurrent use.
+type LayeredPolicy struct {
+	layers []compiledLayer
+}
+
+type compiledLayer struct {
+	id     string
+	policy *Policy
+}
+
+// Decide decides the call with every layer and combines their decisions. With no layer at
+// all, the call is refused with no_policy; a panic is a Block with code gate_crashed.
+func (lp *LayeredPolicy) Decide(c *Call) (d Decision) {
+	defer func() {
+		if r := recover(); r != nil {
+			d = refusal(CodeGateCrashed, fmt.Sprintf("the gate failed while combining the policies' decisions (%T)", r), "")
+		}
+	}()
+	ds := make([]LayerDecision, len(lp.layers))
+	for i, l := range lp.layers {
+		ds[i] = LayerDecision{Layer: l.id, Decision: l.policy.Decide(c)}
+	}
+	return Combine(ds)
+}
+
+// DecideWithoutCEL decides the call as Decide does when every layer decides it without CEL
+// (Policy.DecideWithoutCEL); otherwise it returns false, and the call must be put to a
+// LayeredPolicy that evaluates CEL. Every layer is needed even once one blocks: an earlier
+// layer may block too, and then it is that one's reason that is given.
+func (lp *LayeredPolicy) DecideWithoutCEL(c *Call) (d Decision, decided bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			d, decided = refusal(CodeGateCrashed, fmt.Sprintf("the gate failed while combining the policies' decisions (%T)", r), ""), true
+		}
+	}()
+	ds := make([]LayerDecision, len(lp.layers))
+	for i, l := range lp.layers {
+		ld, ok := l.policy.DecideWithoutCEL(c)
+		if !ok {
+			return Decision{}, false
+		}
+		ds[i] = LayerDecision{Layer: l.id, Decision: ld}
+	}
+	return Combine(ds), true
+}
+
+// LayerDecision is one layer's decision of a call, for Combine.
+type LayerDecision struct {
+	// Layer identifies the layer: "ClusterHarnessAgentPolicy/<name>" or
+	// "HarnessAgentPolicy/<ns>/<name>".
+	Layer    string
+	Decision Decision
+}
+
+// Combine combines the decisions of the layers of a call, given in order (cluster layers by
+// priority, then name; the namespace's policy last). The most restrictive verdict in effect
+// wins (Block > Ask > Allow), and among equals the first layer: its decision is the result,
+// rule, reason, code and all, with Layer naming it. A layer cannot weaken another: an Allow,
+// even an explicit one, never overrides an Ask or Block of any layer. Would is the most
+// restrictive verdict the layers recorded and did not enforce, when it is stricter than the
+// result (among equals the first), so a layer in Audit is reported and changes nothing.
+// Faults are Blocks of their layer, which Audit never weakens. With no layer, the call is
+// refused with no_policy.
+func Combine(layers []LayerDecision) Decision {
+	if len(layers) == 0 {
+		return refusal(CodeNoPolicy, "no policy selects this pod", "")
+	}
+	decider := 0
+	for i := range layers {
+		if layers[i].Decision.Verdict.rank() > layers[decider].Decision.Verdict.rank() {
+			decider = i
+		}
+	}
+	d := layers[decider].Decision
+	d.Layer = layers[decider].Layer
+	d.Would = nil
+	d.Layers = make([]LayerVerdict, len(layers))
+	for i, l := range layers {
+		ld := l.Decision
+		if w := ld.Would; w != nil && w.Verdict.rank() > d.Verdict.rank() && (d.Would == nil || w.Verdict.rank() > d.Would.Verdict.rank()) {
+			cw := *w
+			d.Would = &cw
+		}
+		d.Layers[i] = LayerVerdict{Layer: l.Layer, Verdict: ld.Verdict, Rule: ld.Rule, Code: ld.Code, SnapshotDigest: ld.SnapshotDigest, Would: ld.Would}
+	}
+	return d
+}
