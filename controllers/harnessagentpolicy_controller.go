@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
@@ -60,6 +61,8 @@ type HarnessAgentPolicyReconciler struct {
 
 	// bundles is each policy's last built bundle.
 	bundles bundleMemo
+	// layers is each cluster policy's layer, per workspace.
+	layers layerMemo
 	// mu guards each policy's host resolution, kept between reconciles.
 	mu    sync.Mutex
 	hosts map[types.NamespacedName]*policyHosts
@@ -128,6 +131,7 @@ type observedState struct {
 	others        []networkingv1.NetworkPolicy // other NetworkPolicies in the namespace that may shadow ours
 	podLabels     []map[string]string          // labels of the pods in the namespace
 	resolution    *egress.Resolution           // the allowed hosts' addresses; nil when it allows none
+	layers        []bootstrap.ClusterLayer     // the cluster policies selecting the namespace, in report order
 }
 
 func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.HarnessAgentPolicy) (*observedState, error) {
@@ -146,6 +150,9 @@ func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.Har
 		return nil, fmt.Errorf("reading NetworkPolicy %s: %w", networkPolicyName(p), err)
 	}
 	var err error
+	if o.layers, err = r.clusterLayers(ctx, p); err != nil {
+		return nil, err
+	}
 	if o.podLabels, err = r.podLabels(ctx, p.Namespace); err != nil {
 		return nil, fmt.Errorf("reading the labels of the pods in namespace %s: %w", p.Namespace, err)
 	}
@@ -182,8 +189,9 @@ func (r *HarnessAgentPolicyReconciler) compute(p *gatev1.HarnessAgentPolicy, o *
 func networkPolicyName(p *gatev1.HarnessAgentPolicy) string { return p.Name + "-egress" }
 
 // SetupWithManager registers the controller: it watches policies, owns the bootstrap
-// ConfigMaps and egress NetworkPolicies, and looks at other NetworkPolicies and at pods'
-// metadata to find policies that shadow its egress.
+// ConfigMaps and egress NetworkPolicies, looks at other NetworkPolicies and at pods' metadata
+// to find policies that shadow its egress, and at cluster policies and namespaces' labels for
+// the layers a bundle carries.
 func (r *HarnessAgentPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -208,6 +216,8 @@ func (r *HarnessAgentPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		Owns(&corev1.ConfigMap{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(r.policiesShadowedBy)).
+		Watches(&gatev1.ClusterHarnessAgentPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfNamespace), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesMetadata(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.policiesGoverning), builder.WithPredicates(podLabelsChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Named("harnessagentpolicy").

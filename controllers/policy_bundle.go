@@ -10,7 +10,7 @@ import (
 	"github.com/intutic/gate-operator/internal/bootstrap"
 )
 
-// buildBundle is bootstrap.Build, memoised: the rules compile once per generation of the
+// buildBundle is bootstrap.BuildLayered, memoised: the rules compile once per generation of the
 // policy (and, while they cannot be published, once per state of the bundle in force), not on
 // every reconcile that pods or other NetworkPolicies cause.
 func (r *HarnessAgentPolicyReconciler) buildBundle(p *gatev1.HarnessAgentPolicy, o *observedState) (bootstrap.Result, error) {
@@ -20,12 +20,12 @@ func (r *HarnessAgentPolicyReconciler) buildBundle(p *gatev1.HarnessAgentPolicy,
 		published.Data, publishedVersion = cm.Data, cm.ResourceVersion
 	}
 	name := client.ObjectKeyFromObject(p)
-	key := buildKey{uid: p.UID, generation: p.Generation, digest: published.SnapshotDigest, hash: published.BootstrapHash, configMapVersion: publishedVersion}
+	key := buildKey{uid: p.UID, generation: p.Generation, layers: layersFingerprint(o.layers), digest: published.SnapshotDigest, hash: published.BootstrapHash, configMapVersion: publishedVersion}
 	// A result whose data was dropped is good only while the ConfigMap still holds it.
 	if res, ok := r.bundles.lookup(name, key); ok && (res.Bundle.Data != nil || configMapMatches(o.configMap, p, res.Bundle, r.Bootstrap)) {
 		return res, nil
 	}
-	res, err := bootstrap.Build(p, published, r.Bootstrap)
+	res, err := bootstrap.BuildLayered(p, o.layers, published, r.Bootstrap)
 	if err != nil {
 		return bootstrap.Result{}, err
 	}
@@ -43,8 +43,10 @@ type bundleMemo struct {
 
 // buildKey is what a memoised bootstrap.Result depends on.
 type buildKey struct {
-	uid                            types.UID
-	generation                     int64
+	uid        types.UID
+	generation int64
+	// layers fingerprints the cluster layers the bundle carries (layersFingerprint).
+	layers                         string
 	digest, hash, configMapVersion string
 }
 
@@ -59,7 +61,7 @@ func (b builtBundle) builtFor(key buildKey) bool {
 	if b.result.HeldBack() {
 		return b.key == key
 	}
-	return b.key.uid == key.uid && b.key.generation == key.generation
+	return b.key.uid == key.uid && b.key.generation == key.generation && b.key.layers == key.layers
 }
 
 // lookup returns the policy's memoised result when it was built for key. Its Bundle.Data is

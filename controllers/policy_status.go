@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -40,6 +41,9 @@ func bootstrapCondition(p *gatev1.HarnessAgentPolicy, want *desiredState, applie
 	case applied.configMapErr != nil:
 		return cond(false, gatev1.ReasonApplyFailed,
 			fmt.Sprintf("applying ConfigMap %s failed, so sandboxes keep the bundle in force before this generation: %v", cmName, applied.configMapErr))
+	case layersTooLarge(want.build.RenderErr):
+		return cond(false, gatev1.ReasonLayersTooLarge,
+			fmt.Sprintf("%v: ConfigMap %s carries a snapshot that blocks every call, since a namespace never runs without its cluster layers; shorten the rules, or narrow the cluster policies' namespaceSelectors", want.build.RenderErr, cmName))
 	case want.build.RenderErr != nil && want.build.Kept:
 		return cond(false, gatev1.ReasonBundleTooLarge,
 			fmt.Sprintf("%v: ConfigMap %s keeps the last snapshot published (generation %d); shorten the rules or split the policy", want.build.RenderErr, cmName, want.build.Snapshot.Generation))
@@ -123,6 +127,7 @@ func (r *HarnessAgentPolicyReconciler) writeStatus(ctx context.Context, p *gatev
 		next.Enforcement = gatev1.Enforcement(want.build.Snapshot.Mode())
 		next.AuditedRules = int32(want.build.Snapshot.AuditedRules())
 		next.BootstrapHash = want.build.Bundle.Hash
+		next.ClusterPolicies = want.build.ClusterPolicies
 	}
 	next.BootstrapConfigMap = bootstrap.ConfigMapName(p.Name)
 	next.NetworkPolicy = networkPolicyName(p)
@@ -140,6 +145,12 @@ func (r *HarnessAgentPolicyReconciler) writeStatus(ctx context.Context, p *gatev
 	}
 	next.Egress = eg
 	return patchStatus(ctx, r.Client, p, &p.Status, next)
+}
+
+// layersTooLarge reports whether err says the bundle did not fit with its cluster layers.
+func layersTooLarge(err error) bool {
+	var tooLarge *bootstrap.TooLargeError
+	return errors.As(err, &tooLarge) && tooLarge.Layers > 0
 }
 
 // heldBackWhy says why the spec's rules cannot be published, for the egress condition.

@@ -85,6 +85,10 @@ func runSuite(m *testing.M, cfg *rest.Config) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if err := (&ClusterHarnessAgentPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("gate-operator")}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if err := (&SessionConfirmerReconciler{
 		Client:             mgr.GetClient(),
 		APIReader:          mgr.GetAPIReader(),

@@ -21,11 +21,14 @@ const (
 // Condition reasons of HarnessAgentPolicy. A reason is the cause of the condition's status;
 // the condition's message says what to do about it.
 const (
-	ReasonCompiled          = "Compiled"
-	ReasonCompileFailed     = "CompileFailed"
-	ReasonRendered          = "Rendered"
-	ReasonLastGoodKept      = "LastGoodKept"
-	ReasonBundleTooLarge    = "BundleTooLarge"
+	ReasonCompiled       = "Compiled"
+	ReasonCompileFailed  = "CompileFailed"
+	ReasonRendered       = "Rendered"
+	ReasonLastGoodKept   = "LastGoodKept"
+	ReasonBundleTooLarge = "BundleTooLarge"
+	// ReasonLayersTooLarge: the policy's snapshot and the cluster layers selecting its
+	// namespace do not fit in one ConfigMap together; the bundle blocks every call.
+	ReasonLayersTooLarge    = "LayersTooLarge"
 	ReasonPolicyInvalid     = "PolicyInvalid"
 	ReasonEnforced          = "Enforced"
 	ReasonHostsUnresolved   = "HostsUnresolved"

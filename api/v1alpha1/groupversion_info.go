@@ -29,6 +29,7 @@ var (
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&HarnessAgentPolicy{}, &HarnessAgentPolicyList{},
+		&ClusterHarnessAgentPolicy{}, &ClusterHarnessAgentPolicyList{},
 		&SessionConfirmer{}, &SessionConfirmerList{},
 		&ToolApproval{}, &ToolApprovalList{},
 	)

@@ -299,6 +299,11 @@ type HarnessAgentPolicyStatus struct {
 	// egress summarises the egress in force.
 	// +optional
 	Egress *EgressStatus `json:"egress,omitempty"`
+
+	// clusterPolicies are the ClusterHarnessAgentPolicies whose layers the bundle in force carries, in the order decisions report them (priority, then name). Each decides its pods' calls beside this policy; the most restrictive verdict wins.
+	// +optional
+	// +listType=atomic
+	ClusterPolicies []string `json:"clusterPolicies,omitempty"`
 }
 
 // HarnessAgentPolicy governs the sandboxed AI coding agents selected by its pod selector: the rules the gate evaluates, the harness permission posture, and the egress they get.
@@ -311,6 +316,7 @@ type HarnessAgentPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Egress",type=string,JSONPath=`.status.egress.mode`
 // +kubebuilder:printcolumn:name="Enforcement",type=string,JSONPath=`.status.enforcement`
 // +kubebuilder:printcolumn:name="Audited",type=integer,JSONPath=`.status.auditedRules`,priority=1
+// +kubebuilder:printcolumn:name="Cluster-Policies",type=string,JSONPath=`.status.clusterPolicies`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type HarnessAgentPolicy struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -341,6 +341,12 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&controllers.ClusterHarnessAgentPolicyReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("gate-operator"),
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := (&controllers.SessionConfirmerReconciler{
 		Client:             mgr.GetClient(),
 		APIReader:          mgr.GetAPIReader(),

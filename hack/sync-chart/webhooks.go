@@ -45,10 +45,12 @@ const (
 // named here is refused until it is.
 var webhookScopes = map[string]webhookScope{
 	"harnessagentpolicies.gate.intutic.io": watched,
-	"sessionconfirmers.gate.intutic.io":    watched,
-	"pods.gate.intutic.io":                 watchedPods,
-	"governed-pods.gate.intutic.io":        governed,
-	"toolapprovals.gate.intutic.io":        everywhere,
+	// Cluster-scoped: a namespaceSelector would not apply to it.
+	"clusterharnessagentpolicies.gate.intutic.io": everywhere,
+	"sessionconfirmers.gate.intutic.io":           watched,
+	"pods.gate.intutic.io":                        watchedPods,
+	"governed-pods.gate.intutic.io":               governed,
+	"toolapprovals.gate.intutic.io":               everywhere,
 }
 
 // podsNamespaceSelector is the namespaceSelector of the pod webhook in config/.

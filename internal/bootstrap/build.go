@@ -30,6 +30,8 @@ type Result struct {
 	RenderErr error
 	// Kept is set when Bundle is the one in force, re-rendered (see Build).
 	Kept bool
+	// ClusterPolicies are the cluster policies whose layers Bundle carries, in report order.
+	ClusterPolicies []string
 }
 
 // HeldBack reports whether the spec's rules could not be published.
@@ -42,6 +44,15 @@ func (r *Result) HeldBack() bool { return len(r.CompileErrs) > 0 || r.RenderErr 
 // controller published for this policy (see lastGood); otherwise the bundle blocks every call
 // with the most restrictive harness settings. The error is for what no policy can cause.
 func Build(p *gatev1.HarnessAgentPolicy, published Published, opts Options) (Result, error) {
+	return BuildLayered(p, nil, published, opts)
+}
+
+// BuildLayered is Build for a namespace whose bundles carry cluster layers (ClusterLayerOf,
+// in any order; built for the policy's workspace). The layers are always the ones given: when
+// the policy's own rules cannot be published and the bundle in force is kept, it is kept
+// around the current layers. When the layers do not fit beside the policy's snapshot, the
+// bundle blocks every call (RenderErr says why): a namespace never runs without its baseline.
+func BuildLayered(p *gatev1.HarnessAgentPolicy, layers []ClusterLayer, published Published, opts Options) (Result, error) {
 	meta, rules := SnapshotSource(p)
 	var res Result
 	snap, checked, err := gate.BuildSnapshotChecked(meta, rules)
@@ -54,7 +65,7 @@ func Build(p *gatev1.HarnessAgentPolicy, published Published, opts Options) (Res
 		if err != nil {
 			return Result{}, err
 		}
-		b, err := RenderChecked(&p.Spec, data, checked, opts)
+		b, err := RenderLayered(&p.Spec, data, checked, layers, p.Namespace, opts)
 		var tooLarge *TooLargeError
 		switch {
 		case errors.As(err, &tooLarge):
@@ -62,17 +73,22 @@ func Build(p *gatev1.HarnessAgentPolicy, published Published, opts Options) (Res
 		case err != nil:
 			return Result{}, err
 		default:
-			res.Bundle, res.Snapshot = b, snap
+			res.Bundle, res.Snapshot, res.ClusterPolicies = b, snap, layerNames(layers)
 			return res, nil
 		}
 	}
 	if last := lastGood(p, published, opts); last != nil {
-		b, err := Keep(published.Data, p.Spec.WorkspaceID, opts)
-		if err != nil {
+		b, err := Keep(published.Data, p.Spec.WorkspaceID, layers, p.Namespace, opts)
+		var tooLarge *TooLargeError
+		switch {
+		case errors.As(err, &tooLarge):
+			res.RenderErr = err // the kept snapshot does not fit beside the layers either
+		case err != nil:
 			return Result{}, err
+		default:
+			res.Bundle, res.Snapshot, res.Kept, res.ClusterPolicies = b, last, true, layerNames(layers)
+			return res, nil
 		}
-		res.Bundle, res.Snapshot, res.Kept = b, last, true
-		return res, nil
 	}
 	var reason error = res.CompileErrs
 	if res.RenderErr != nil {

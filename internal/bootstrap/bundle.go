@@ -112,11 +112,20 @@ func Render(spec *gatev1.HarnessAgentPolicySpec, snapshot []byte, opts Options) 
 // RenderChecked is Render with the snapshot's checked rules file (gate.BuildSnapshotChecked),
 // which the bundle carries when there is one and it fits.
 func RenderChecked(spec *gatev1.HarnessAgentPolicySpec, snapshot, checked []byte, opts Options) (Bundle, error) {
-	harness, err := renderHarness(spec)
+	return RenderLayered(spec, snapshot, checked, nil, "", opts)
+}
+
+// RenderLayered is RenderChecked with the cluster layers that select the policy's namespace.
+// With none, the bundle is exactly RenderChecked's, so an installation without cluster
+// policies publishes what it did before they existed. With some, it also carries the layers
+// index and each layer's snapshot, the hook is run with --layers, and the harness settings get
+// the layers' posture floor.
+func RenderLayered(spec *gatev1.HarnessAgentPolicySpec, snapshot, checked []byte, layers []ClusterLayer, namespace string, opts Options) (Bundle, error) {
+	harness, err := renderHarness(applyFloor(spec, layers))
 	if err != nil {
 		return Bundle{}, err
 	}
-	return render(snapshot, checked, harness, spec.WorkspaceID, opts)
+	return render(snapshot, checked, harness, spec.WorkspaceID, layers, namespace, opts)
 }
 
 // RenderBlocking renders the bundle of a policy whose rules cannot be published and that has
@@ -131,10 +140,13 @@ func RenderBlocking(workspaceID string, snapshot []byte, opts Options) (Bundle, 
 // (rendered from the spec in force then) stay, the files that depend only on the installation
 // (hook wrapper, Claude Code settings) are rendered again. data must be verified first
 // (Verify): Keep trusts it.
-func Keep(data map[string]string, workspaceID string, opts Options) (Bundle, error) {
+//
+// The cluster layers are never kept: the bundle carries the ones in force now, whatever state
+// the namespace policy's own rules are in.
+func Keep(data map[string]string, workspaceID string, layers []ClusterLayer, namespace string, opts Options) (Bundle, error) {
 	harness := harnessFiles{settings: data[KeyHarnessSettings], networkPolicy: data[KeyHarnessNetworkPolicy]}
 	// The checked rules file, bound to the kept snapshot's digest, stays valid for it.
-	return render([]byte(data[KeySnapshot]), []byte(data[KeyCheckedRules]), harness, workspaceID, opts)
+	return render([]byte(data[KeySnapshot]), []byte(data[KeyCheckedRules]), harness, workspaceID, layers, namespace, opts)
 }
 
 // Verify reports whether data is a whole bundle whose bootstrap hash matches its files: what
@@ -149,7 +161,7 @@ func Verify(data map[string]string, workspaceID string, opts Options) bool {
 	return data[KeyBootstrapHash] == Hash(data, opts.MountDir, workspaceID)
 }
 
-func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, opts Options) (Bundle, error) {
+func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, layers []ClusterLayer, namespace string, opts Options) (Bundle, error) {
 	opts = opts.withDefaults()
 	if opts.HookLimit >= opts.HookTimeout {
 		return Bundle{}, fmt.Errorf("the hook limit (%ds) must be shorter than the registered timeout (%ds)", opts.HookLimit, opts.HookTimeout)
@@ -173,22 +185,31 @@ func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, 
 	}
 	data := map[string]string{
 		KeySnapshot:             string(snapshot),
-		KeyHookScript:           hookScript(opts, workspaceID),
+		KeyHookScript:           hookScript(opts, workspaceID, len(layers) > 0),
 		KeyManagedSettings:      managed,
 		KeySettings:             project,
 		KeyHarnessSettings:      harness.settings,
 		KeyHarnessNetworkPolicy: harness.networkPolicy,
 	}
+	if len(layers) > 0 {
+		if err := addLayers(data, layers, namespace, workspaceID); err != nil {
+			return Bundle{}, err
+		}
+	}
 	if len(checked) > 0 {
 		data[KeyCheckedRules] = string(checked)
-		if configMapSize(data)+len(KeyBootstrapHash)+len("sha256:")+sha256.Size*2 > MaxBundleBytes {
-			delete(data, KeyCheckedRules) // optional: the hook compiles the rules from their source
+	}
+	if configMapSize(data)+len(KeyBootstrapHash)+len("sha256:")+sha256.Size*2 > MaxBundleBytes {
+		// Optional: the hook compiles the rules from their source.
+		delete(data, KeyCheckedRules)
+		for _, l := range layers {
+			delete(data, gate.ClusterLayerCheckedFile(l.Name))
 		}
 	}
 	hash := Hash(data, opts.MountDir, workspaceID)
 	data[KeyBootstrapHash] = hash
 	if size := configMapSize(data); size > MaxBundleBytes {
-		return Bundle{}, &TooLargeError{Size: size}
+		return Bundle{}, &TooLargeError{Size: size, Layers: len(layers)}
 	}
 	return Bundle{Data: data, Hash: hash}, nil
 }
@@ -198,9 +219,16 @@ func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, 
 const MaxBundleBytes = corev1.MaxSecretSize
 
 // TooLargeError says the bundle would not fit in its ConfigMap.
-type TooLargeError struct{ Size int }
+type TooLargeError struct {
+	Size int
+	// Layers is how many cluster layers the bundle carries.
+	Layers int
+}
 
 func (e *TooLargeError) Error() string {
+	if e.Layers > 0 {
+		return fmt.Sprintf("the bootstrap bundle with its %d cluster layers would be %d bytes, over the %d bytes a ConfigMap holds", e.Layers, e.Size, MaxBundleBytes)
+	}
 	return fmt.Sprintf("the bootstrap bundle would be %d bytes, over the %d bytes a ConfigMap holds", e.Size, MaxBundleBytes)
 }
 
@@ -216,8 +244,9 @@ func configMapSize(data map[string]string) int {
 // OnlyBundleKeys reports whether data holds no key a bundle does not have: the hash covers
 // only the bundle's files, so a key added beside them is found this way.
 func OnlyBundleKeys(data map[string]string) bool {
+	layers := layerFiles(data)
 	for k := range data {
-		if !slices.Contains(hashedKeys, k) && k != KeyCheckedRules && k != KeyBootstrapHash {
+		if !slices.Contains(hashedKeys, k) && k != KeyCheckedRules && k != KeyBootstrapHash && !slices.Contains(layers, k) {
 			return false
 		}
 	}
@@ -245,6 +274,10 @@ func Hash(data map[string]string, mountDir, workspaceID string) string {
 	// Optional, so covered only when present: a bundle without it hashes as before it existed.
 	if v, ok := data[KeyCheckedRules]; ok {
 		write(KeyCheckedRules, v)
+	}
+	// So are the layers index and the files it names: a bundle without layers hashes as before.
+	for _, k := range layerFiles(data) {
+		write(k, data[k])
 	}
 	write("mountDir", mountDir)
 	write("workspaceID", workspaceID)

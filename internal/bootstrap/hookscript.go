@@ -22,10 +22,17 @@ import (
 // echoes it before its answer, and so does the wrapper's own deny. Without it (a Claude Code
 // session started before an upgrade, whose registered command passes none) gate-hook answers
 // as it did before.
-func hookScript(opts Options, workspaceID string) string {
+//
+// A layered bundle's wrapper passes --layers, which makes the layers index mandatory. A
+// gate-hook from before cluster layers refuses the flag, so a pod still running one is blocked
+// rather than decided without its cluster layers.
+func hookScript(opts Options, workspaceID string, layered bool) string {
 	ws := ""
 	if workspaceID != "" {
 		ws = " --workspace " + shellQuote(workspaceID)
+	}
+	if layered {
+		ws += " --layers"
 	}
 	return fmt.Sprintf(`#!/bin/sh
 # gate-operator PreToolUse hook (rendered by the operator; do not edit).

@@ -1,8 +1,6 @@
 package bootstrap
 
 import (
-	"slices"
-
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/gate"
 )
@@ -19,10 +17,5 @@ func SnapshotSource(p *gatev1.HarnessAgentPolicy) (gate.PolicyMeta, []gate.Rule)
 		FailurePolicy: gate.FailurePolicy(p.Spec.FailurePolicy),
 		Enforcement:   gate.Enforcement(p.Spec.Enforcement),
 	}
-	rules := make([]gate.Rule, 0, len(p.Spec.Rules))
-	for _, r := range p.Spec.Rules {
-		rules = append(rules, gate.Rule{Name: r.Name, Tools: slices.Clone(r.Tools), When: r.When, Action: gate.Verdict(r.Action), Reason: r.Reason, Code: r.Code,
-			Enforcement: gate.Enforcement(r.Enforcement)})
-	}
-	return meta, rules
+	return meta, gateRules(p.Spec.Rules)
 }

@@ -70,7 +70,8 @@ func loadLayered(root, workspace string) (*LayerSet, error) {
 		}
 		s, err := loadSnapshotFile(filepath.Join(root, l.File), filepath.Join(root, ClusterLayerCheckedFile(l.Name)), workspace)
 		if err != nil {
-			se := err.(*SnapshotError)
+			se := &SnapshotError{CodeSnapshotCorrupt, err.Error()}
+			errors.As(err, &se)
 			return nil, &SnapshotError{se.Code, "cluster layer " + l.Name + ": " + se.Reason}
 		}
 		layers[l.Name] = s

@@ -389,7 +389,7 @@ func volumeDefaults(v corev1.Volume) corev1.Volume {
 func describeVolume(v corev1.Volume) string {
 	switch v.Name {
 	case VolumeHooks:
-		return fmt.Sprintf("a projected volume of every key, and %s from metadata.name, mode 0644", gate.PodNameFile)
+		return fmt.Sprintf("a projected volume of every key, %s from metadata.name and %s from metadata.labels, mode 0644", gate.PodNameFile, gate.PodLabelsFile)
 	default:
 		return fmt.Sprintf("a configMap volume of the one item %s, mode 0644", bootstrap.KeyManagedSettings)
 	}
@@ -402,8 +402,9 @@ func wrongVolume(name, what string) error {
 
 // gateVolumes are the volumes the injection adds, as docs/examples/sandbox-pod.yaml writes them:
 // an emptyDir for the binary; the whole bootstrap ConfigMap with the pod's name beside it
-// (gate.PodNameFile, for the rules' caller.pod), which kubelet keeps current since no subPath
-// is used; and the ConfigMap's managed-settings.json alone.
+// (gate.PodNameFile, for the rules' caller.pod) and its labels (gate.PodLabelsFile, which the
+// hook resolves cluster layers' pod selectors against), which kubelet keeps current since no
+// subPath is used; and the ConfigMap's managed-settings.json alone.
 func gateVolumes(configMap string) []corev1.Volume {
 	ref := corev1.LocalObjectReference{Name: configMap}
 	return []corev1.Volume{
@@ -412,6 +413,7 @@ func gateVolumes(configMap string) []corev1.Volume {
 			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: ref}},
 			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
 				{Path: gate.PodNameFile, FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}},
+				{Path: gate.PodLabelsFile, FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
 			}}},
 		}}}},
 		{Name: VolumeManagedSettings, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{

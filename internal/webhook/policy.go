@@ -54,18 +54,18 @@ func (v *PolicyValidator) Handle(_ context.Context, req admission.Request) admis
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	if len(res.CompileErrs) > 0 {
-		return invalid(p, res.CompileErrs)
+		return invalid("HarnessAgentPolicy", p.Name, res.CompileErrs)
 	}
 	if res.RenderErr != nil {
-		return invalid(p, gate.FieldErrors{{Field: "spec.rules", Message: res.RenderErr.Error() + "; shorten the rules or split the policy"}})
+		return invalid("HarnessAgentPolicy", p.Name, gate.FieldErrors{{Field: "spec.rules", Message: res.RenderErr.Error() + "; shorten the rules or split the policy"}})
 	}
 	return admission.Allowed("").WithWarnings(PolicyWarnings(p)...)
 }
 
-// invalid refuses a policy for its field errors, as the API server refuses an invalid object
+// invalid refuses a policy of a kind for its field errors, as the API server refuses an invalid object
 // (422, reason Invalid, a cause per field), each written as the RulesCompiled condition writes
 // it: "spec.rules[2].when: <the compiler's message>".
-func invalid(p *gatev1.HarnessAgentPolicy, errs gate.FieldErrors) admission.Response {
+func invalid(kind, name string, errs gate.FieldErrors) admission.Response {
 	msgs := make([]string, 0, len(errs))
 	causes := make([]metav1.StatusCause, 0, len(errs))
 	for _, e := range errs {
@@ -76,7 +76,7 @@ func invalid(p *gatev1.HarnessAgentPolicy, errs gate.FieldErrors) admission.Resp
 	resp.Result.Code = http.StatusUnprocessableEntity
 	resp.Result.Reason = metav1.StatusReasonInvalid
 	resp.Result.Details = &metav1.StatusDetails{
-		Group: gatev1.GroupVersion.Group, Kind: "HarnessAgentPolicy", Name: p.Name, Causes: causes,
+		Group: gatev1.GroupVersion.Group, Kind: kind, Name: name, Causes: causes,
 	}
 	return resp
 }

@@ -24,9 +24,11 @@ import (
 // The paths the webhooks are served at; config/webhook and the chart's webhook configurations
 // name the same (a test holds them together).
 const (
-	PolicyPath    = "/validate-harnessagentpolicy"
-	ConfirmerPath = "/validate-sessionconfirmer"
-	PodPath       = "/mutate-pod"
+	PolicyPath = "/validate-harnessagentpolicy"
+	// ClusterPolicyPath validates ClusterHarnessAgentPolicies.
+	ClusterPolicyPath = "/validate-clusterharnessagentpolicy"
+	ConfirmerPath     = "/validate-sessionconfirmer"
+	PodPath           = "/mutate-pod"
 	// PodValidatorPath judges a labelled pod's final spec against the injection (PodValidator).
 	PodValidatorPath = "/validate-pod"
 )
@@ -150,6 +152,7 @@ func (s *Server) SetupWithManager(mgr manager.Manager, reader client.Reader) err
 		return fmt.Errorf("unknown certificate mode %q", s.opts.Certs.Mode)
 	}
 	s.Register(PolicyPath, &admission.Webhook{Handler: &PolicyValidator{Bootstrap: s.opts.Bootstrap}})
+	s.Register(ClusterPolicyPath, &admission.Webhook{Handler: &ClusterPolicyValidator{}})
 	s.Register(ConfirmerPath, &admission.Webhook{Handler: &ConfirmerValidator{Reader: reader, PlatformNamespaces: s.opts.PlatformNamespaces}})
 	injector := &PodInjector{Reader: reader, Options: InjectOptions{
 		Bootstrap: s.opts.Bootstrap, GateHookImage: s.opts.GateHookImage, EgressCanary: s.opts.EgressCanary,

@@ -133,6 +133,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
+	t.Run("cluster baseline", func(t *testing.T) { testClusterBaseline(ctx, t, env, sandbox) })
 	t.Run("egress table", func(t *testing.T) { testEgressTable(ctx, t, env) })
 	t.Run("no ungoverned first second", func(t *testing.T) { testStartupWindow(ctx, t, env) })
 	t.Run("admission", func(t *testing.T) { testAdmission(ctx, t, env) })

@@ -1,0 +1,169 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
+)
+
+// +kubebuilder:rbac:groups=gate.intutic.io,resources=clusterharnessagentpolicies,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
+
+// clusterLayers returns the layers of the cluster policies whose namespaceSelector selects the
+// policy's namespace, built for its workspace, in report order (bootstrap sorts them again).
+// A cluster policy whose namespace selector cannot be evaluated selects no namespace: the
+// validating webhook refuses one, and its own status says so.
+func (r *HarnessAgentPolicyReconciler) clusterLayers(ctx context.Context, p *gatev1.HarnessAgentPolicy) ([]bootstrap.ClusterLayer, error) {
+	var list gatev1.ClusterHarnessAgentPolicyList
+	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing ClusterHarnessAgentPolicies: %w", err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	nsLabels, err := namespaceLabels(ctx, r.Client, p.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	var out []bootstrap.ClusterLayer
+	for i := range list.Items {
+		c := &list.Items[i]
+		if !c.DeletionTimestamp.IsZero() || !selectsNamespace(c, nsLabels) {
+			continue
+		}
+		l, err := r.layers.layer(c, p.Spec.WorkspaceID)
+		if err != nil {
+			return nil, fmt.Errorf("building the layer of ClusterHarnessAgentPolicy %s: %w", c.Name, err)
+		}
+		out = append(out, l)
+	}
+	r.layers.keepOnly(list.Items)
+	slices.SortFunc(out, func(a, b bootstrap.ClusterLayer) int {
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Name, b.Name))
+	})
+	return out, nil
+}
+
+// selectsNamespace reports whether the cluster policy's namespaceSelector selects a namespace
+// with these labels.
+func selectsNamespace(c *gatev1.ClusterHarnessAgentPolicy, nsLabels map[string]string) bool {
+	sel, err := metav1.LabelSelectorAsSelector(&c.Spec.NamespaceSelector)
+	return err == nil && sel.Matches(labels.Set(nsLabels))
+}
+
+// namespaceLabels reads a namespace's labels from the metadata-only cache.
+func namespaceLabels(ctx context.Context, c client.Reader, name string) (map[string]string, error) {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := c.Get(ctx, types.NamespacedName{Name: name}, ns, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
+	}
+	return ns.Labels, nil
+}
+
+// layersFingerprint identifies a set of layers for the bundle memo: what a bundle built with
+// them depends on.
+func layersFingerprint(layers []bootstrap.ClusterLayer) string {
+	if len(layers) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, l := range layers {
+		sel, _ := json.Marshal(l.PodSelector) // a slice of plain structs always marshals
+		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00%s\x00%t\x00%x\x00", l.Name, l.Priority, l.Digest, sel, l.PermissionMode, l.FilterBash, sha256.Sum256(l.Checked))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// layerMemo holds each cluster policy's layer per workspace, so a cluster policy over a
+// thousand namespaces compiles once per generation, not once per namespace policy.
+type layerMemo struct {
+	mu    sync.Mutex
+	built map[layerKey]builtLayer
+}
+
+type layerKey struct{ name, workspace string }
+
+type builtLayer struct {
+	uid        types.UID
+	generation int64
+	layer      bootstrap.ClusterLayer
+}
+
+// layer returns the cluster policy's layer for a workspace, building it when the memo holds
+// none for this generation. Rules that do not compile still make a layer (one that blocks).
+func (m *layerMemo) layer(c *gatev1.ClusterHarnessAgentPolicy, workspace string) (bootstrap.ClusterLayer, error) {
+	key := layerKey{c.Name, workspace}
+	m.mu.Lock()
+	b, ok := m.built[key]
+	m.mu.Unlock()
+	if ok && b.uid == c.UID && b.generation == c.Generation {
+		return b.layer, nil
+	}
+	l, _, err := bootstrap.ClusterLayerOf(c, workspace)
+	if err != nil {
+		return bootstrap.ClusterLayer{}, err
+	}
+	clusterLayerBuilds.Inc()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.built == nil {
+		m.built = map[layerKey]builtLayer{}
+	}
+	m.built[key] = builtLayer{uid: c.UID, generation: c.Generation, layer: l}
+	return l, nil
+}
+
+// keepOnly drops the layers of cluster policies that are gone (not in the list, or another
+// object of the same name).
+func (m *layerMemo) keepOnly(current []gatev1.ClusterHarnessAgentPolicy) {
+	uids := make(map[string]types.UID, len(current))
+	for i := range current {
+		uids[current[i].Name] = current[i].UID
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, b := range m.built {
+		if uids[k.name] != b.uid {
+			delete(m.built, k)
+		}
+	}
+}
+
+// allPolicies enqueues every namespace policy: a cluster policy's event may change the layers
+// of any namespace, the ones it stops selecting included. Their bundles are memoised, so the
+// ones it does not change cost a lookup and no write.
+func (r *HarnessAgentPolicyReconciler) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list gatev1.HarnessAgentPolicyList
+	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "listing policies for a ClusterHarnessAgentPolicy's change")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+	}
+	return reqs
+}
+
+// policiesOfNamespace enqueues the policies of a namespace whose labels changed: the cluster
+// policies selecting it may have changed.
+func (r *HarnessAgentPolicyReconciler) policiesOfNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	return r.policiesInNamespace(ctx, ns.GetName(), func(*gatev1.HarnessAgentPolicy) bool { return true })
+}
