@@ -2,6 +2,7 @@ package confirm
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -30,9 +31,19 @@ type Reloader struct {
 }
 
 // Load reads the snapshot once; the first call decides whether the gate starts with a policy.
+//
+// A bundle that carries cluster layers (its layers index beside the snapshot) is decided with
+// all of them: the confirmer and the gate API have no pod, so every cluster policy selecting
+// the bundle's namespace applies, whatever its podSelector (gate.LoadLayeredNoPod). The index
+// is looked for on every load, so a bundle that gains or loses layers is followed without a
+// restart.
 func (r *Reloader) Load() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	dir := filepath.Dir(r.Path)
+	if _, err := os.Stat(filepath.Join(dir, gate.LayersFileName)); err == nil {
+		return r.loadLayered(dir)
+	}
 	s, err := gate.LoadSnapshotFile(r.Path, r.Workspace)
 	if err != nil {
 		if r.digest == "" {
@@ -61,7 +72,34 @@ func (r *Reloader) Load() error {
 	return nil
 }
 
-// Digest is the digest of the snapshot in force, "" when none was loaded.
+// loadLayered is Load for a layered bundle; r.mu is held.
+func (r *Reloader) loadLayered(dir string) error {
+	set, err := gate.LoadLayeredNoPod(dir, r.Workspace)
+	if err != nil {
+		if r.digest == "" {
+			r.Gate.Fail(err) // nothing good in force yet: every call is refused with it
+		}
+		r.count("rejected")
+		r.Log.Error(err, "layered policy bundle not loaded; the policy in force stays", "dir", dir, "inForce", r.digest)
+		return err
+	}
+	key := set.Fingerprint()
+	if key == r.digest {
+		return nil
+	}
+	r.Gate.SwapLayered(set.Compile())
+	r.digest = key
+	r.count("loaded")
+	if r.Metrics != nil {
+		r.Metrics.SnapshotInForce.Reset()
+		r.Metrics.SnapshotInForce.WithLabelValues(set.Index.Digest).Set(1)
+	}
+	r.Log.Info("layered policy bundle in force", "index", set.Index.Digest, "layers", set.Layers())
+	return nil
+}
+
+// Digest is the digest of the snapshot in force, "" when none was loaded. For a layered
+// bundle it is the set's fingerprint (gate.LayerSet.Fingerprint).
 func (r *Reloader) Digest() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -152,3 +152,106 @@ func TestReloaderNamesTheSnapshotInForce(t *testing.T) {
 		}
 	}
 }
+
+// publishAll publishes a new version of the volume holding exactly these files.
+func (v *kubeletVolume) publishAll(t *testing.T, files map[string][]byte) {
+	t.Helper()
+	v.n++
+	ts := filepath.Join(v.dir, "..2026_12_01_00_00_1"+string(rune('0'+v.n)))
+	if err := os.MkdirAll(ts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k, data := range files {
+		if err := os.WriteFile(filepath.Join(ts, k), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmp := filepath.Join(v.dir, "..data_tmp")
+	os.Remove(tmp)
+	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(v.dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(v.dir)
+	for _, e := range entries {
+		if name := e.Name(); name[0] != '.' {
+			if _, ok := files[name]; !ok {
+				os.Remove(filepath.Join(v.dir, name)) // the kubelet removes what the new version lacks
+			}
+		}
+	}
+	for k := range files {
+		if _, err := os.Lstat(filepath.Join(v.dir, k)); os.IsNotExist(err) {
+			if err := os.Symlink(filepath.Join("..data", k), filepath.Join(v.dir, k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestReloaderDecidesWithClusterLayers: the confirmer decides a layered bundle with every
+// cluster layer, whatever its pod selector (it has no pod), names the deciding layer, and follows
+// the bundle when it loses its layers.
+func TestReloaderDecidesWithClusterLayers(t *testing.T) {
+	primary, primaryDigest := snapshotBytes(t, "the namespace blocks bash")
+	baseline, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "baseline", Generation: 1}, []gate.Rule{{Name: "no-read", Tools: []string{"read"}, Action: gate.Block, Reason: "the platform blocks reads"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	baselineBytes, _ := baseline.Encode()
+	index, err := gate.BuildLayersIndex(gate.LayersIndex{Namespace: "agents", Namespaced: true, Layers: []gate.Layer{{
+		Kind: gate.LayerKindCluster, Name: "baseline", File: gate.ClusterLayerFile("baseline"), Digest: baseline.Digest,
+		PodSelector: []gate.Requirement{{Key: "tier", Operator: gate.OperatorIn, Values: []string{"untrusted"}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol := &kubeletVolume{dir: t.TempDir()}
+	vol.publishAll(t, map[string][]byte{gate.SnapshotFileName: primary, gate.LayersFileName: index, gate.ClusterLayerFile("baseline"): baselineBytes})
+	g := gate.New("")
+	r := &Reloader{Gate: g, Path: filepath.Join(vol.dir, gate.SnapshotFileName), Log: logr.Discard()}
+	if err := r.Load(); err != nil {
+		t.Fatal(err)
+	}
+	read := &gate.Call{Tool: "Read", Input: map[string]any{"file_path": "/workspace/a"}, Surface: gate.SurfaceManagedAgents}
+	if d := g.Decide(read); d.Verdict != gate.Block || d.Layer != "ClusterHarnessAgentPolicy/baseline" {
+		t.Fatalf("a read under a baseline that selects pods by label: %s by %s, want the baseline's Block", d.Verdict, d.Layer)
+	}
+	if d := g.Decide(&gate.Call{Tool: "Bash", Input: map[string]any{"command": "ls"}, Surface: gate.SurfaceManagedAgents}); d.Verdict != gate.Block || d.Layer != "HarnessAgentPolicy/agents/p" {
+		t.Fatalf("the namespace policy's Block: %s by %s", d.Verdict, d.Layer)
+	}
+
+	// Corrupt layers keep the set in force; a bundle without layers is followed.
+	vol.publishAll(t, map[string][]byte{gate.SnapshotFileName: primary, gate.LayersFileName: index, gate.ClusterLayerFile("baseline"): primary})
+	if err := r.Load(); err == nil {
+		t.Fatal("a layer whose digest is not the index's was loaded")
+	}
+	if d := g.Decide(read); d.Layer != "ClusterHarnessAgentPolicy/baseline" {
+		t.Fatalf("a bad update replaced the layers in force: %+v", d)
+	}
+	vol.publishAll(t, map[string][]byte{gate.SnapshotFileName: primary})
+	if err := r.Load(); err != nil || r.Digest() != primaryDigest {
+		t.Fatalf("%v %s", err, r.Digest())
+	}
+	if d := g.Decide(read); d.Verdict != gate.Allow || d.Layer != "" {
+		t.Fatalf("after the layers are gone: %s by %q", d.Verdict, d.Layer)
+	}
+}
+
+// TestReloaderRefusesBrokenLayersAtStart: a layered bundle that does not load, with nothing in
+// force, refuses every call with its code.
+func TestReloaderRefusesBrokenLayersAtStart(t *testing.T) {
+	primary, _ := snapshotBytes(t, "x")
+	vol := &kubeletVolume{dir: t.TempDir()}
+	vol.publishAll(t, map[string][]byte{gate.SnapshotFileName: primary, gate.LayersFileName: []byte(`{"apiVersion":"gate.intutic.io/v1alpha1"}`)})
+	g := gate.New("")
+	r := &Reloader{Gate: g, Path: filepath.Join(vol.dir, gate.SnapshotFileName), Log: logr.Discard()}
+	if err := r.Load(); err == nil {
+		t.Fatal("a broken layers index was loaded")
+	}
+	if d := g.Decide(&gate.Call{Tool: "Read", Input: map[string]any{}, Surface: gate.SurfaceManagedAgents}); d.Verdict != gate.Block || g.Ready() == nil {
+		t.Fatalf("with a broken layered bundle and nothing in force: %s, ready %v", d.Verdict, g.Ready())
+	}
+}

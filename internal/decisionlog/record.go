@@ -12,11 +12,13 @@ import (
 // (WouldVerdict "Block" is a would-block). ToolUseID and Caller are the call's Origin.
 type Record struct {
 	IncidentID, Surface, Tool, Verdict, Rule, Code, Reason, SnapshotDigest, Session, ToolUseID string
-	Caller                                                                                     string
-	Mode                                                                                       string
-	WouldVerdict, WouldRule, WouldCode, WouldReason                                            string
-	InputBytes                                                                                 int
-	InputSHA256                                                                                string
+	// Layer is the layer that decided, for a layered bundle's decisions (gate.Decision.Layer).
+	Layer                                           string
+	Caller                                          string
+	Mode                                            string
+	WouldVerdict, WouldRule, WouldCode, WouldReason string
+	InputBytes                                      int
+	InputSHA256                                     string
 }
 
 // Origin is what a surface knows of a call beyond its gate.Call; each field set is written on
@@ -34,7 +36,7 @@ func recordOf(d gate.Decision, c *gate.Call, rawInput []byte, o Origin) Record {
 	sum := sha256.Sum256(rawInput)
 	rec := Record{
 		IncidentID: d.IncidentID, Surface: c.Surface, Tool: gate.CanonicalToolName(c.Tool, c.Server),
-		Verdict: string(d.Verdict), Rule: d.Rule, Code: d.Code, Reason: d.Reason, SnapshotDigest: d.SnapshotDigest,
+		Verdict: string(d.Verdict), Rule: d.Rule, Code: d.Code, Reason: d.Reason, SnapshotDigest: d.SnapshotDigest, Layer: d.Layer,
 		Session: c.Session, ToolUseID: o.ToolUseID, Caller: o.Caller, Mode: modeLabel(d),
 		InputBytes: len(rawInput), InputSHA256: hex.EncodeToString(sum[:]),
 	}
@@ -51,6 +53,9 @@ func (rec Record) keysAndValues() []any {
 		"rule", rec.Rule, "code", rec.Code, "reason", rec.Reason}
 	if rec.Mode == "audit" {
 		kv = append(kv, "wouldVerdict", rec.WouldVerdict, "wouldRule", rec.WouldRule, "wouldCode", rec.WouldCode, "wouldReason", rec.WouldReason)
+	}
+	if rec.Layer != "" {
+		kv = append(kv, "layer", rec.Layer)
 	}
 	kv = append(kv, "snapshotDigest", rec.SnapshotDigest, "session", rec.Session, "inputBytes", rec.InputBytes, "inputSha256", rec.InputSHA256)
 	if rec.ToolUseID != "" {

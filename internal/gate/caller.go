@@ -42,6 +42,9 @@ func splitPolicy(policy string) (namespace, name string) {
 // every call is refused anyway.
 func (g *Gate) ReadsCaller() bool {
 	st := g.state.Load()
+	if st.layered != nil {
+		return st.layered.readsCaller()
+	}
 	return st.policy != nil && st.policy.readsCaller
 }
 

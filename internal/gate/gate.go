@@ -12,9 +12,11 @@ type Gate struct {
 	state     atomic.Pointer[gateState]
 }
 
-// gateState is either a compiled policy or the refusal that stands in for one.
+// gateState is a compiled policy, the layers of a layered bundle, or the refusal that stands
+// in for them.
 type gateState struct {
 	policy  *Policy
+	layered *LayeredPolicy
 	failure *SnapshotError
 }
 
@@ -42,12 +44,8 @@ func (g *Gate) Load(data []byte) error {
 
 func (g *Gate) put(s *Snapshot, err error) error {
 	if err != nil {
-		se, ok := err.(*SnapshotError)
-		if !ok {
-			se = &SnapshotError{CodeSnapshotCorrupt, err.Error()}
-		}
-		g.state.Store(&gateState{failure: se})
-		return se
+		g.Fail(err)
+		return g.Ready()
 	}
 	p, _ := Compile(s)
 	g.Swap(p)
@@ -63,19 +61,45 @@ func (g *Gate) Swap(p *Policy) {
 	g.state.Store(&gateState{policy: p})
 }
 
-// Policy returns the policy in force, or nil and the failure that stands in for it.
-func (g *Gate) Policy() (*Policy, error) {
-	st := g.state.Load()
-	if st.policy == nil {
-		return nil, st.failure
+// SwapLayered puts the layers of a layered bundle in force (LayerSet.Compile).
+func (g *Gate) SwapLayered(lp *LayeredPolicy) {
+	if lp == nil {
+		g.Swap(nil)
+		return
 	}
-	return st.policy, nil
+	g.state.Store(&gateState{layered: lp})
+}
+
+// Fail puts a refusal in force: every call is refused with err's code (snapshot_corrupt when
+// it is not a *SnapshotError) until a policy is swapped in.
+func (g *Gate) Fail(err error) {
+	se, ok := err.(*SnapshotError)
+	if !ok {
+		se = &SnapshotError{CodeSnapshotCorrupt, err.Error()}
+	}
+	g.state.Store(&gateState{failure: se})
+}
+
+// Ready reports whether a policy (or a layered bundle's layers) is in force, and otherwise
+// the failure that stands in for it.
+func (g *Gate) Ready() error {
+	st := g.state.Load()
+	if st.policy == nil && st.layered == nil {
+		if st.failure == nil {
+			return &SnapshotError{CodeSnapshotMissing, "no policy snapshot has been loaded"}
+		}
+		return st.failure
+	}
+	return nil
 }
 
 // Decide decides one call against the policy in force, or refuses it with the reason there
 // is none.
 func (g *Gate) Decide(c *Call) Decision {
 	st := g.state.Load()
+	if st.layered != nil {
+		return st.layered.Decide(c)
+	}
 	if st.policy == nil {
 		failure := st.failure
 		if failure == nil {

@@ -24,7 +24,17 @@ func LoadLayered(dir, workspace string) (*LayerSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return loadLayered(root, workspace)
+	return loadLayered(root, workspace, false)
+}
+
+// LoadLayeredNoPod is LoadLayered for a surface that has no pod (NewLayerSetNoPod): every
+// cluster layer applies, and no pod labels or name are read.
+func LoadLayeredNoPod(dir, workspace string) (*LayerSet, error) {
+	root, err := resolveVolume(dir)
+	if err != nil {
+		return nil, err
+	}
+	return loadLayered(root, workspace, true)
 }
 
 // resolveVolume returns the directory the volume at dir is read from: where dir/..data points
@@ -43,7 +53,7 @@ func resolveVolume(dir string) (string, error) {
 	return root, nil
 }
 
-func loadLayered(root, workspace string) (*LayerSet, error) {
+func loadLayered(root, workspace string, noPod bool) (*LayerSet, error) {
 	data, rerr := readBounded(filepath.Join(root, LayersFileName), "policy layers index", maxSnapshotBytes)
 	if rerr != nil {
 		return nil, rerr
@@ -58,14 +68,16 @@ func loadLayered(root, workspace string) (*LayerSet, error) {
 			return nil, err
 		}
 	}
-	labels, err := podLabels(root, idx)
-	if err != nil {
-		return nil, err
+	var labels map[string]string
+	if !noPod {
+		if labels, err = podLabels(root, idx); err != nil {
+			return nil, err
+		}
 	}
 	layers := make(map[string]*Snapshot)
 	for i := range idx.Layers {
 		l := &idx.Layers[i]
-		if !l.Selects(labels) {
+		if !noPod && !l.Selects(labels) {
 			continue // not read: it does not apply to this pod
 		}
 		s, err := loadSnapshotFile(filepath.Join(root, l.File), filepath.Join(root, ClusterLayerCheckedFile(l.Name)), workspace)
@@ -75,6 +87,9 @@ func loadLayered(root, workspace string) (*LayerSet, error) {
 			return nil, &SnapshotError{se.Code, "cluster layer " + l.Name + ": " + se.Reason}
 		}
 		layers[l.Name] = s
+	}
+	if noPod {
+		return NewLayerSetNoPod(idx, primary, layers)
 	}
 	set, err := NewLayerSet(idx, primary, layers, labels)
 	if err != nil {

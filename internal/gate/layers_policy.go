@@ -30,13 +30,25 @@ type layerSnapshot struct {
 // the layer's own policy, so a bundle mixed from two versions is a fault, never a silent
 // change of policy. Errors are *SnapshotError naming the layer.
 func NewLayerSet(idx *LayersIndex, primary *Snapshot, layers map[string]*Snapshot, labels map[string]string) (*LayerSet, error) {
+	return newLayerSet(idx, primary, layers, func(l *Layer) bool { return l.Selects(labels) })
+}
+
+// NewLayerSetNoPod is NewLayerSet for a surface that has no pod (the Managed Agents confirmer,
+// the gate HTTP API): every cluster layer of the index applies, whatever its podSelector, since
+// there are no labels to resolve it against. A pod selector never exempts such a surface from a
+// baseline that selects its namespace: the safe side is the more restrictive one.
+func NewLayerSetNoPod(idx *LayersIndex, primary *Snapshot, layers map[string]*Snapshot) (*LayerSet, error) {
+	return newLayerSet(idx, primary, layers, func(*Layer) bool { return true })
+}
+
+func newLayerSet(idx *LayersIndex, primary *Snapshot, layers map[string]*Snapshot, applies func(*Layer) bool) (*LayerSet, error) {
 	if idx == nil {
 		return nil, &SnapshotError{CodeSnapshotMissing, "no policy layers index has been loaded"}
 	}
 	set := &LayerSet{Index: idx}
 	for i := range idx.Layers {
 		l := &idx.Layers[i]
-		if !l.Selects(labels) {
+		if !applies(l) {
 			continue
 		}
 		s := layers[l.Name]
@@ -61,6 +73,17 @@ func NewLayerSet(idx *LayersIndex, primary *Snapshot, layers map[string]*Snapsho
 		set.layers = append(set.layers, layerSnapshot{id: LayerKindNamespace + "/" + primary.Policy, snap: primary})
 	}
 	return set, nil
+}
+
+// Fingerprint identifies what the set decides with: the index's digest and the digest of every
+// layer that applies, in order. A surface that reloads the bundle compiles again only when it
+// changes (the index does not name the namespace's own snapshot, which changes on its own).
+func (s *LayerSet) Fingerprint() string {
+	f := s.Index.Digest
+	for _, l := range s.layers {
+		f += "," + l.snap.Digest
+	}
+	return f
 }
 
 // Layers returns the ids of the layers that apply, in the order they are combined.
@@ -101,6 +124,16 @@ func (s *LayerSet) compile(compile func(*Snapshot) *Policy) *LayeredPolicy {
 // decisions (Combine). It is immutable and safe for concurrent use.
 type LayeredPolicy struct {
 	layers []compiledLayer
+}
+
+// readsCaller reports whether a rule of any layer reads `caller` (Gate.ReadsCaller).
+func (lp *LayeredPolicy) readsCaller() bool {
+	for _, l := range lp.layers {
+		if l.policy.readsCaller {
+			return true
+		}
+	}
+	return false
 }
 
 type compiledLayer struct {

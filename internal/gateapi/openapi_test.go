@@ -198,6 +198,11 @@ func TestOpenAPIContract(t *testing.T) {
 	valid(f.srv, "POST", "/v1/guard", tok, `{"tool":"read","input":"{\"file_path\":\"a\"}"}`, 200)
 	valid(f.srv, "POST", "/v1/guard", tok, `{"tool":"mcp__deploy__run","input":{}}`, 200)
 	valid(empty.srv, "POST", "/v1/guard", tok, `{"tool":"read"}`, 200)
+	// A layered bundle's decision names its layers, as the document says.
+	layered := newAPI(t, gatetest.Layered(t))
+	if raw := valid(layered.srv, "POST", "/v1/guard", tok, `{"tool":"Bash","input":{"command":"curl https://example.com"}}`, 200); !bytes.Contains(raw, []byte(`"layer":"ClusterHarnessAgentPolicy/baseline"`)) {
+		t.Errorf("a cluster layer's Block does not name its layer: %s", raw)
+	}
 	invalid(f.srv, "POST", "/v1/guard", tok, `{"tool":"x","allowAll":true}`, 400)
 	invalid(f.srv, "POST", "/v1/guard", tok, `{"input":{}}`, 400)
 	invalid(f.srv, "POST", "/v1/guard", tok, `{"tool":"x","surface":"browser"}`, 400)

@@ -123,7 +123,7 @@ func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 // is unauthenticated and on the API port: it names no digest, path or error (the Reloader's log
 // says which snapshot is in force, and where a failed one was read).
 func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
-	if _, err := a.Gate.Policy(); err != nil {
+	if err := a.Gate.Ready(); err != nil {
 		reason := gate.CodeSnapshotMissing
 		var se *gate.SnapshotError
 		if errors.As(err, &se) {

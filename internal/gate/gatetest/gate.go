@@ -55,3 +55,38 @@ func codingAgents() []gate.Rule {
 func NoEtcWrites(t testing.TB) *gate.Gate {
 	return Gate(t, gate.Rule{Name: "no-etc-writes", Tools: []string{"write"}, When: `has(input.file_path) && input.file_path.startsWith("/etc/")`, Action: gate.Block, Reason: "no writes under /etc"})
 }
+
+// Layered is CodingAgents under a cluster baseline, as a layered bundle carries them and the
+// confirmer loads them (no pod: every layer applies): the cluster policy "baseline" (its pod
+// selector ignored) blocks curl, and the namespace policy decides the rest.
+func Layered(t testing.TB) *gate.Gate {
+	t.Helper()
+	primary, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/coding-agents", Generation: 1}, codingAgents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseline, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "baseline", Generation: 1}, []gate.Rule{
+		{Name: "no-curl", Tools: []string{"bash"}, When: `input.command.startsWith("curl")`, Action: gate.Block, Reason: "the platform forbids curl", Code: "platform_curl"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := gate.BuildLayersIndex(gate.LayersIndex{Namespace: "agents", Namespaced: true, Layers: []gate.Layer{{
+		Kind: gate.LayerKindCluster, Name: "baseline", Priority: 10, File: gate.ClusterLayerFile("baseline"), Digest: baseline.Digest,
+		PodSelector: []gate.Requirement{{Key: "tier", Operator: gate.OperatorIn, Values: []string{"untrusted"}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := gate.LoadLayersIndex(raw, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := gate.NewLayerSetNoPod(idx, primary, map[string]*gate.Snapshot{"baseline": baseline})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gate.New("")
+	g.SwapLayered(set.Compile())
+	return g
+}
