@@ -66,7 +66,7 @@ func Layered(t testing.TB) *gate.Gate {
 		t.Fatal(err)
 	}
 	baseline, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "baseline", Generation: 1}, []gate.Rule{
-		{Name: "no-curl", Tools: []string{"bash"}, When: `input.command.startsWith("curl")`, Action: gate.Block, Reason: "the platform forbids curl", Code: "platform_curl"},
+		{Name: "no-curl", Tools: []string{"Bash"}, When: `input.command.startsWith("curl")`, Action: gate.Block, Reason: "the platform forbids curl", Code: "platform_curl"},
 	})
 	if err != nil {
 		t.Fatal(err)
