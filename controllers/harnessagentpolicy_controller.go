@@ -55,6 +55,10 @@ type HarnessAgentPolicyReconciler struct {
 	Bootstrap bootstrap.Options
 	// MinResolve and MaxResolve bound the re-resolution interval of allowed hosts.
 	MinResolve, MaxResolve time.Duration
+	// ClusterPolicies makes the bundles carry the layers of the ClusterHarnessAgentPolicies
+	// selecting their namespace. It needs the cluster-wide RBAC to list them and namespaces, so
+	// a manager serving only some namespaces (--namespaces) runs without it (docs/fleet.md).
+	ClusterPolicies bool
 	// MaxConcurrentReconciles is how many policies are reconciled at once (default 1). Each
 	// reconcile waits on up to three API writes and on DNS, so the workers overlap those waits.
 	MaxConcurrentReconciles int
@@ -211,15 +215,17 @@ func (r *HarnessAgentPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error 
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &networkingv1.NetworkPolicy{}, shadowIndex, shadowIndexValue); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&gatev1.HarnessAgentPolicy{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(r.policiesShadowedBy)).
-		Watches(&gatev1.ClusterHarnessAgentPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfNamespace), builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		WatchesMetadata(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.policiesGoverning), builder.WithPredicates(podLabelsChanged())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
+		WatchesMetadata(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.policiesGoverning), builder.WithPredicates(podLabelsChanged()))
+	if r.ClusterPolicies {
+		b = b.Watches(&gatev1.ClusterHarnessAgentPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfNamespace), builder.WithPredicates(predicate.LabelChangedPredicate{}))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Named("harnessagentpolicy").
 		Complete(r)
 }

@@ -30,6 +30,9 @@ import (
 // A cluster policy whose namespace selector cannot be evaluated selects no namespace: the
 // validating webhook refuses one, and its own status says so.
 func (r *HarnessAgentPolicyReconciler) clusterLayers(ctx context.Context, p *gatev1.HarnessAgentPolicy) ([]bootstrap.ClusterLayer, error) {
+	if !r.ClusterPolicies {
+		return nil, nil
+	}
 	var list gatev1.ClusterHarnessAgentPolicyList
 	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing ClusterHarnessAgentPolicies: %w", err)

@@ -74,14 +74,19 @@ func runSuite(m *testing.M, cfg *rest.Config) int {
 		return 1
 	}
 	if err := (&HarnessAgentPolicyReconciler{
-		Client:     mgr.GetClient(),
-		Recorder:   mgr.GetEventRecorder("gate-operator"),
-		Resolver:   resolver,
-		MinResolve: testMinResolve,
-		MaxResolve: testMaxResolve,
+		Client:          mgr.GetClient(),
+		Recorder:        mgr.GetEventRecorder("gate-operator"),
+		Resolver:        resolver,
+		ClusterPolicies: true,
+		MinResolve:      testMinResolve,
+		MaxResolve:      testMaxResolve,
 		// kind's Service and Pod ranges
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("10.244.0.0/16")},
 	}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := (&GateExceptionReconciler{Client: mgr.GetClient(), ClusterPolicies: true}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -55,6 +55,10 @@ type ClusterHarnessAgentPolicySpec struct {
 	// +optional
 	// +kubebuilder:default=Fail
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// exceptions says in which namespaces GateExceptions may lift this policy's rules, and for how long at most. Absent, none may.
+	// +optional
+	Exceptions *ClusterExceptionPolicy `json:"exceptions,omitempty"`
 }
 
 // ClusterHarnessAgentPolicyStatus is the observed state of a ClusterHarnessAgentPolicy.

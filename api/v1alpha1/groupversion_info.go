@@ -30,6 +30,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&HarnessAgentPolicy{}, &HarnessAgentPolicyList{},
 		&ClusterHarnessAgentPolicy{}, &ClusterHarnessAgentPolicyList{},
+		&GateException{}, &GateExceptionList{},
 		&SessionConfirmer{}, &SessionConfirmerList{},
 		&ToolApproval{}, &ToolApprovalList{},
 	)

@@ -119,6 +119,10 @@ type HarnessAgentPolicySpec struct {
 	// +kubebuilder:default=Fail
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
 
+	// exceptions says for how long GateExceptions of this namespace may lift this policy's rules at most. Absent, none may.
+	// +optional
+	Exceptions *NamespaceExceptionPolicy `json:"exceptions,omitempty"`
+
 	// egress declares the network destinations the sandbox pods may reach. With no hosts and no CIDRs, all egress (DNS included) is denied but TCP to the manager's egress canary control port, which every egress policy allows so that the pods' wait-for-egress-policy init container can prove the policy enforced.
 	// +optional
 	// +kubebuilder:default={}

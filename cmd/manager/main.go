@@ -338,14 +338,24 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 		MaxResolve:   s.resolveMax,
 
 		MaxConcurrentReconciles: s.policyWorkers,
+		// Cluster policies are cluster-wide: a manager serving some namespaces has no RBAC to
+		// read them, and says so.
+		ClusterPolicies: len(s.namespaces) == 0,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&controllers.ClusterHarnessAgentPolicyReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("gate-operator"),
-	}).SetupWithManager(mgr); err != nil {
+	if err := (&controllers.GateExceptionReconciler{Client: mgr.GetClient(), ClusterPolicies: len(s.namespaces) == 0}).SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if len(s.namespaces) == 0 {
+		if err := (&controllers.ClusterHarnessAgentPolicyReconciler{
+			Client:   mgr.GetClient(),
+			Recorder: mgr.GetEventRecorder("gate-operator"),
+		}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	} else {
+		ctrl.Log.Info("ClusterHarnessAgentPolicies are not read: the manager serves only some namespaces (--namespaces), and cluster policies need it to serve every namespace", "namespaces", s.namespaces)
 	}
 	if err := (&controllers.SessionConfirmerReconciler{
 		Client:             mgr.GetClient(),

@@ -51,6 +51,8 @@ var webhookScopes = map[string]webhookScope{
 	"pods.gate.intutic.io":                        watchedPods,
 	"governed-pods.gate.intutic.io":               governed,
 	"toolapprovals.gate.intutic.io":               everywhere,
+	// An exception is judged (or refused) wherever it is written, as a decision is.
+	"gateexceptions.gate.intutic.io": everywhere,
 }
 
 // podsNamespaceSelector is the namespaceSelector of the pod webhook in config/.

@@ -67,9 +67,9 @@ func TestRenderWebhooksTemplatesTheRelease(t *testing.T) {
 	const watched = `(dict "Values" .Values "Release" .Release) | trim }}`
 	const pods = `(dict "Values" .Values "Release" .Release "pods" true) | trim }}`
 	for what, n := range map[string]int{
-		"name: {{ $service }}":                6,
-		"namespace: {{ .Release.Namespace }}": 6,
-		"timeoutSeconds: {{ $timeout }}":      6,
+		"name: {{ $service }}":                9,
+		"namespace: {{ .Release.Namespace }}": 9,
+		"timeoutSeconds: {{ $timeout }}":      9,
 		watched:                               2,
 		pods:                                  1,
 		`{{- include "gate-operator.governedNamespaceSelector" . | nindent 4 }}`: 1,

@@ -15,8 +15,11 @@
 // server starts on every replica once its certificate is there.
 package webhook
 
-// The pod and SessionConfirmer webhooks read the policy they name from the API server.
+// The pod and SessionConfirmer webhooks read the policy they name from the API server; the
+// GateException webhook reads the policy an exception names and its namespace's labels.
 // +kubebuilder:rbac:groups=gate.intutic.io,resources=harnessagentpolicies,verbs=get
+// +kubebuilder:rbac:groups=gate.intutic.io,resources=clusterharnessagentpolicies,verbs=get
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 
 // The ToolApproval decision webhook asks the API server who may approve a policy; the review is
 // namespaced (LocalSubjectAccessReview), so a RoleBinding per served namespace grants it.

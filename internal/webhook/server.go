@@ -31,6 +31,10 @@ const (
 	PodPath           = "/mutate-pod"
 	// PodValidatorPath judges a labelled pod's final spec against the injection (PodValidator).
 	PodValidatorPath = "/validate-pod"
+	// ExceptionRecorderPath records who wrote a GateException (ExceptionRecorder).
+	ExceptionRecorderPath = "/mutate-gateexception"
+	// ExceptionValidatorPath admits a GateException its requester may make (ExceptionValidator).
+	ExceptionValidatorPath = "/validate-gateexception"
 )
 
 // Options configure the manager's webhooks.
@@ -160,6 +164,8 @@ func (s *Server) SetupWithManager(mgr manager.Manager, reader client.Reader) err
 	s.Register(PodPath, &admission.Webhook{Handler: injector})
 	s.Register(PodValidatorPath, &admission.Webhook{Handler: &PodValidator{Injector: injector}})
 	s.Register(ApprovalRecorderPath, &admission.Webhook{Handler: &ApprovalRecorder{}})
+	s.Register(ExceptionRecorderPath, &admission.Webhook{Handler: &ExceptionRecorder{}})
+	s.Register(ExceptionValidatorPath, &admission.Webhook{Handler: &ExceptionValidator{Reader: reader, Reviews: mgr.GetClient()}})
 	s.Register(ApprovalValidatorPath, &admission.Webhook{Handler: &ApprovalValidator{Reviews: mgr.GetClient()}})
 	return mgr.AddReadyzCheck("webhook", s.readyChecker())
 }

@@ -19,8 +19,11 @@ import (
 // templated names, namespaces, timeout and selectors reproduce it), and serve the paths
 // internal/webhook registers; no caBundle is shipped (the
 // manager injects its own CA); the pod webhook fails closed, reinvokes, and sees only labelled
-// pods outside the operator's namespace and kube-system; the policy webhooks fail open; the
-// ToolApproval decision webhooks fail closed on every toolapprovals/status update, everywhere.
+// pods outside the operator's namespace and kube-system; the namespace policy webhooks fail
+// open; the cluster policy webhook fails closed (a cluster policy that never compiled would block
+// every pod it selects); the ToolApproval decision webhooks fail closed on every
+// toolapprovals/status update, everywhere, and so do the GateException webhooks on every
+// exception.
 func TestWebhookConfigurations(t *testing.T) {
 	kobjs, hobjs := kustomize(t), helmTemplate(t)
 	kv, km := webhookConfigurations(t, kobjs)
@@ -36,9 +39,20 @@ func TestWebhookConfigurations(t *testing.T) {
 			paths["validating "+w.Name] = *w.ClientConfig.Service.Path
 			continue
 		}
+		if w.Name == exceptions {
+			checkExceptionWebhook(t, w.Name, *w.FailurePolicy, w.NamespaceSelector, w.ClientConfig.CABundle)
+			paths["validating "+w.Name] = *w.ClientConfig.Service.Path
+			continue
+		}
 		paths[w.Name] = *w.ClientConfig.Service.Path
 		if w.Name == governedPods {
 			checkGovernedPodsWebhook(t, w)
+			continue
+		}
+		if w.Name == clusterPolicies {
+			if *w.FailurePolicy != admissionregv1.Fail || w.NamespaceSelector != nil || len(w.ClientConfig.CABundle) > 0 {
+				t.Errorf("%s: failurePolicy %s, namespaceSelector %v, caBundle %d bytes; want Fail, none, none", w.Name, *w.FailurePolicy, w.NamespaceSelector, len(w.ClientConfig.CABundle))
+			}
 			continue
 		}
 		if *w.FailurePolicy != admissionregv1.Ignore {
@@ -48,23 +62,28 @@ func TestWebhookConfigurations(t *testing.T) {
 			t.Errorf("%s ships a caBundle", w.Name)
 		}
 	}
-	if len(km.Webhooks) != 2 {
-		t.Fatalf("%d mutating webhooks, want the pod and the decision webhooks", len(km.Webhooks))
+	if len(km.Webhooks) != 3 {
+		t.Fatalf("%d mutating webhooks, want the pod, the decision and the exception webhooks", len(km.Webhooks))
 	}
-	pods, recorder := km.Webhooks[0], km.Webhooks[1]
+	pods, recorder, exceptionRecorder := km.Webhooks[0], km.Webhooks[1], km.Webhooks[2]
 	paths[pods.Name] = *pods.ClientConfig.Service.Path
 	paths["mutating "+recorder.Name] = *recorder.ClientConfig.Service.Path
+	paths["mutating "+exceptionRecorder.Name] = *exceptionRecorder.ClientConfig.Service.Path
+	checkExceptionWebhook(t, exceptionRecorder.Name, *exceptionRecorder.FailurePolicy, exceptionRecorder.NamespaceSelector, exceptionRecorder.ClientConfig.CABundle)
 	checkApprovalWebhook(t, recorder.ClientConfig, recorder.Rules, *recorder.FailurePolicy, recorder.NamespaceSelector, recorder.ObjectSelector)
 	if recorder.ReinvocationPolicy == nil || *recorder.ReinvocationPolicy != admissionregv1.IfNeededReinvocationPolicy {
 		t.Errorf("%s reinvocationPolicy %v, want IfNeeded (it writes the decider back should a later webhook change it)", recorder.Name, recorder.ReinvocationPolicy)
 	}
 	want := map[string]string{
 		"harnessagentpolicies.gate.intutic.io": webhook.PolicyPath,
+		clusterPolicies:                        webhook.ClusterPolicyPath,
 		"sessionconfirmers.gate.intutic.io":    webhook.ConfirmerPath,
 		"pods.gate.intutic.io":                 webhook.PodPath,
 		governedPods:                           webhook.PodValidatorPath,
 		"validating " + approvals:              webhook.ApprovalValidatorPath,
 		"mutating " + approvals:                webhook.ApprovalRecorderPath,
+		"validating " + exceptions:             webhook.ExceptionValidatorPath,
+		"mutating " + exceptions:               webhook.ExceptionRecorderPath,
 	}
 	if !equality.Semantic.DeepEqual(paths, want) {
 		t.Errorf("webhook paths %v, want internal/webhook's %v", paths, want)
@@ -99,9 +118,10 @@ func TestWebhookConfigurations(t *testing.T) {
 				checkGovernedPodsWebhook(t, w) // every namespace but the excluded ones, whatever watchNamespaces says
 				continue
 			}
-			if w.Name == approvals {
+			if w.Name == approvals || w.Name == exceptions || w.Name == clusterPolicies {
 				// Fail closed everywhere: outside the served namespaces the manager may not review
-				// approvers, so a decision there is refused rather than let through.
+				// approvers, so a decision there is refused rather than let through; an exception
+				// likewise; and a cluster policy is cluster-scoped.
 				if w.NamespaceSelector != nil {
 					t.Errorf("%s namespaceSelector %v, want none", w.Name, w.NamespaceSelector)
 				}
@@ -285,5 +305,19 @@ func TestAdmissionPolicies(t *testing.T) {
 				t.Errorf("binding %s namespaceSelector %v, want every namespace but %v", binding.Name, mr.NamespaceSelector, want)
 			}
 		}
+	}
+}
+
+// The webhooks of cluster policies and of GateExceptions.
+const (
+	clusterPolicies = "clusterharnessagentpolicies.gate.intutic.io"
+	exceptions      = "gateexceptions.gate.intutic.io"
+)
+
+// checkExceptionWebhook: an exception webhook fails closed in every namespace and ships no CA.
+func checkExceptionWebhook(t *testing.T, name string, failurePolicy admissionregv1.FailurePolicyType, namespaces *metav1.LabelSelector, caBundle []byte) {
+	t.Helper()
+	if failurePolicy != admissionregv1.Fail || namespaces != nil || len(caBundle) > 0 {
+		t.Errorf("%s: failurePolicy %s, namespaceSelector %v, caBundle %d bytes; want Fail, none, none", name, failurePolicy, namespaces, len(caBundle))
 	}
 }
