@@ -14,7 +14,13 @@
 //     unrelated ConfigMaps in the cluster versus none (target within 1.1x): the ConfigMap
 //     cache is scoped to the operator's own. Memory is read after a forced GC, so the two
 //     runs compare live memory, not the GC's timing;
-//  4. a CPU profile of the manager over the convergence (-cpuprofile).
+//  4. a CPU profile of the manager over the convergence (-cpuprofile);
+//  5. with -cluster-policy, issue 25's numbers: one ClusterHarnessAgentPolicy selecting every
+//     namespace is created, then edited, and each time the time until every policy's bundle
+//     carries it (status.clusterPolicies, then a new status.bootstrapHash), the manager's
+//     writes and the CPU seconds of the manager, the API server and etcd; then the writes in
+//     the quiet period after (target 0). Run it with -policies=1000 -namespaces=1000 for one
+//     policy per namespace.
 //
 // Write requests are counted from the manager's own client metrics (rest_client_requests_total).
 // Every number is printed with the load average, since the machine may be shared.
@@ -46,6 +52,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -75,6 +82,7 @@ var (
 	cpuProfile   = flag.String("cpuprofile", "tmp/bench-reconcile-cpu.pprof", "where to write the manager's CPU profile taken from the first create; empty takes none")
 	profileFor   = flag.Duration("profile-seconds", 60*time.Second, "length of the CPU profile")
 	readyTimeout = flag.Duration("timeout", 10*time.Minute, "how long to wait for all policies to be Ready")
+	clusterPol   = flag.Bool("cluster-policy", false, "after convergence, create and then edit one ClusterHarnessAgentPolicy selecting every namespace, and time both until every bundle carries it")
 )
 
 func main() {
@@ -137,6 +145,11 @@ func run() error {
 		return err
 	}
 	fmt.Printf("manager with %d policies, after converging them: %s\n", *policies, mgr.memory())
+	if *clusterPol {
+		if err := clusterPolicyPhase(ctx, c, ready, mgr, dns); err != nil {
+			return err
+		}
+	}
 	if *configMaps == 0 {
 		return nil
 	}
@@ -317,9 +330,11 @@ func createPolicies(ctx context.Context, c client.Client, hosts []string) error 
 // readyWatch counts the policies whose Ready condition is True for their generation, from a
 // watch: polling lists of 10,000 policies would load the API server it measures.
 type readyWatch struct {
-	mu      sync.Mutex
-	ready   map[string]bool
-	changed chan struct{}
+	mu    sync.Mutex
+	ready map[string]bool
+	// hash and layers are each policy's status.bootstrapHash and status.clusterPolicies.
+	hash, layers map[string]string
+	changed      chan struct{}
 }
 
 func watchReady(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (*readyWatch, error) {
@@ -340,15 +355,17 @@ func watchReady(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (
 	if err != nil {
 		return nil, err
 	}
-	w := &readyWatch{ready: map[string]bool{}, changed: make(chan struct{}, 1)}
+	w := &readyWatch{ready: map[string]bool{}, hash: map[string]string{}, layers: map[string]string{}, changed: make(chan struct{}, 1)}
 	set := func(obj any) {
 		p, ok := obj.(*gatev1.HarnessAgentPolicy)
 		if !ok {
 			return
 		}
 		ok = meta.IsStatusConditionTrue(p.Status.Conditions, gatev1.ConditionReady) && p.Status.ObservedGeneration == p.Generation
+		key := p.Namespace + "/" + p.Name
 		w.mu.Lock()
-		w.ready[p.Namespace+"/"+p.Name] = ok
+		w.ready[key] = ok
+		w.hash[key], w.layers[key] = p.Status.BootstrapHash, strings.Join(p.Status.ClusterPolicies, ",")
 		w.mu.Unlock()
 		select {
 		case w.changed <- struct{}{}:
@@ -697,3 +714,104 @@ func loadavg() string {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// clusterPolicyPhase creates one cluster policy selecting every namespace and waits until every
+// policy's bundle carries it, then edits its rules and waits until every bundle changed; each
+// with the manager's writes and the CPU it, the API server and etcd used; then the quiet writes.
+func clusterPolicyPhase(ctx context.Context, c client.Client, ready *readyWatch, mgr *manager, dns *process) error {
+	var gateRules []gatev1.Rule
+	for _, r := range gatetest.RealisticRules(*rules) {
+		gateRules = append(gateRules, gatev1.Rule{Name: r.Name, Tools: r.Tools, When: r.When, Action: gatev1.Action(r.Action), Reason: r.Reason, Code: r.Code})
+	}
+	cp := &gatev1.ClusterHarnessAgentPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-baseline"},
+		Spec:       gatev1.ClusterHarnessAgentPolicySpec{Rules: gateRules},
+	}
+	step := func(what string, act func() error, done func(key string) bool) error {
+		before, err := writeRequests()
+		if err != nil {
+			return err
+		}
+		cpu := processCPU(mgr.cmd.Process.Pid)
+		start := time.Now()
+		if err := act(); err != nil {
+			return err
+		}
+		if err := ready.waitAll(done, *readyTimeout); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		took := time.Since(start)
+		after, err := writeRequests()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s: every one of the %d bundles carries it %.1f s after the write, with %d manager API writes; load average %s\n", what, *policies, took.Seconds(), after-before, loadavg())
+		fmt.Printf("  CPU seconds meanwhile:")
+		for _, name := range []string{"manager", "kube-apiserver", "etcd"} {
+			fmt.Printf(" %s %.1f", name, cpu[name].after())
+		}
+		fmt.Printf(" (of %.0f on %d cores)\n", took.Seconds()*float64(goruntime.NumCPU()), goruntime.NumCPU())
+		return nil
+	}
+	if err := step(fmt.Sprintf("a cluster policy of %d rules created over %d namespaces", *rules, *namespaces),
+		func() error { return c.Create(ctx, cp) },
+		func(key string) bool { return ready.layers[key] == cp.Name }); err != nil {
+		return err
+	}
+	hashes := ready.snapshotHashes()
+	if err := step("its first rule edited",
+		func() error {
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error { // the controller writes its status
+				if err := c.Get(ctx, client.ObjectKeyFromObject(cp), cp); err != nil {
+					return err
+				}
+				cp.Spec.Rules[0].When = "(" + gateRules[0].When + ") || input.command == \"bench-edit\""
+				return c.Update(ctx, cp)
+			})
+		},
+		func(key string) bool { return ready.hash[key] != hashes[key] && ready.hash[key] != "" }); err != nil {
+		return err
+	}
+	return quietWrites(mgr, dns)
+}
+
+// snapshotHashes copies each policy's bootstrap hash.
+func (w *readyWatch) snapshotHashes() map[string]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]string, len(w.hash))
+	for k, v := range w.hash {
+		out[k] = v
+	}
+	return out
+}
+
+// waitAll waits until done, which is called with the lock held, holds for every policy.
+func (w *readyWatch) waitAll(done func(key string) bool, timeout time.Duration) error {
+	count := func() int {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		n := 0
+		for key := range w.ready {
+			if done(key) {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.After(timeout)
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.changed:
+			if count() >= *policies {
+				return nil
+			}
+		case <-tick.C:
+			fmt.Printf("  %d of %d; load average %s\n", count(), *policies, loadavg())
+		case <-deadline:
+			return fmt.Errorf("%d of %d after %s", count(), *policies, timeout)
+		}
+	}
+}
