@@ -319,3 +319,102 @@ func removeClusterPolicy(t *testing.T, c *gatev1.ClusterHarnessAgentPolicy, poli
 		waitBundle(t, p)
 	}
 }
+
+// TestExceptionsReachBundles: an active exception of a cluster layer is compiled into the
+// bundles of its namespace with its expiry, and lifts exactly its rule there; it is marked
+// Expired at expiresAt and leaves the bundle; one its policy does not allow is Refused and never
+// published.
+func TestExceptionsReachBundles(t *testing.T) {
+	ctx := testutil.Context(t, 2*time.Minute)
+	sel := "exc-" + rand.String(5)
+	ns := fleetNamespace(t, "fleet-exc-", sel)
+	p := newPolicy(ns.Name, "agents")
+	p.Spec.Rules = append(p.Spec.Rules, gatev1.Rule{Name: "echo-ok", Tools: []string{"bash"}, When: `input.command.startsWith("echo")`, Action: gatev1.ActionAllow})
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterPolicy("baseline-"+sel, sel,
+		gatev1.Rule{Name: "no-marker", Tools: []string{"bash"}, When: `input.command.contains("marker")`, Action: gatev1.ActionBlock, Reason: "marker"},
+		gatev1.Rule{Name: "no-other", Tools: []string{"bash"}, When: `input.command.contains("other")`, Action: gatev1.ActionBlock, Reason: "other"})
+	c.Spec.Exceptions = &gatev1.ClusterExceptionPolicy{
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"fleet-test": sel}},
+		MaxDuration:       metav1.Duration{Duration: time.Hour},
+	}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeClusterPolicy(t, c, p) })
+	waitBundle(t, p, c.Name)
+
+	expires := time.Now().Add(8 * time.Second).Truncate(time.Second)
+	gex := &gatev1.GateException{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "lift-marker"},
+		Spec: gatev1.GateExceptionSpec{
+			PolicyRef: gatev1.ExceptionPolicyRef{Kind: gatev1.ExceptionOfClusterPolicy, Name: c.Name},
+			Rules:     []gatev1.RuleName{"no-marker"}, ExpiresAt: metav1.NewTime(expires), Reason: "incident 42",
+		},
+	}
+	tooLong := gex.DeepCopy()
+	tooLong.Name, tooLong.Spec.ExpiresAt = "too-long", metav1.NewTime(time.Now().Add(2*time.Hour))
+	for _, e := range []*gatev1.GateException{gex, tooLong} {
+		if err := k8sClient.Create(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	phase := func(e *gatev1.GateException, want gatev1.ExceptionPhase) {
+		t.Helper()
+		testutil.Eventually(t, 20*time.Second, func() error {
+			got := &gatev1.GateException{}
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(e), got); err != nil {
+				return err
+			}
+			if got.Status.Phase != want {
+				return fmt.Errorf("%s is %q (%s), want %s", e.Name, got.Status.Phase, got.Status.Message, want)
+			}
+			return nil
+		})
+	}
+	phase(gex, gatev1.ExceptionActive)
+	phase(tooLong, gatev1.ExceptionRefused)
+	var data map[string]string
+	testutil.Eventually(t, 20*time.Second, func() error {
+		data = waitBundle(t, p, c.Name)
+		idx, err := gate.LoadLayersIndex([]byte(data[gate.LayersFileName]), p.Spec.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		if len(idx.Layers) != 1 || len(idx.Layers[0].Exceptions) != 1 || idx.Layers[0].Exceptions[0].Name != gex.Name ||
+			idx.Layers[0].Exceptions[0].ExpiresAt != expires.UTC().Format(time.RFC3339) {
+			return fmt.Errorf("the layer's exceptions: %+v", idx.Layers)
+		}
+		return nil
+	})
+	if time.Now().Before(expires.Add(-time.Second)) {
+		if d := layeredDecision(t, data, p.Spec.WorkspaceID, nil, "echo marker"); d.Verdict != gate.Allow {
+			t.Errorf("the excepted rule still decides: %s by %s %s", d.Verdict, d.Layer, d.Rule)
+		}
+	}
+	if d := layeredDecision(t, data, p.Spec.WorkspaceID, nil, "echo other"); d.Verdict != gate.Block || d.Rule != "no-other" {
+		t.Errorf("a rule the exception does not name: %s by %s", d.Verdict, d.Rule)
+	}
+	// The same bundle, after expiresAt: the gate's own clock ends the exception.
+	time.Sleep(time.Until(expires))
+	if d := layeredDecision(t, data, p.Spec.WorkspaceID, nil, "echo marker"); d.Verdict != gate.Block || d.Rule != "no-marker" {
+		t.Errorf("the bundle's exception after expiresAt: %s by %s", d.Verdict, d.Rule)
+	}
+	phase(gex, gatev1.ExceptionExpired)
+	testutil.Eventually(t, 20*time.Second, func() error {
+		idx, err := gate.LoadLayersIndex([]byte(waitBundle(t, p, c.Name)[gate.LayersFileName]), p.Spec.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		if len(idx.Layers[0].Exceptions) != 0 {
+			return fmt.Errorf("the expired exception is still in the bundle")
+		}
+		return nil
+	})
+	got := &gatev1.GateException{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(gex), got); err != nil {
+		t.Fatalf("an expired exception must stay (GitOps owns it): %v", err)
+	}
+}

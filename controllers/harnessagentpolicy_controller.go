@@ -117,9 +117,15 @@ func (r *HarnessAgentPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if want.resolution != nil {
 		// The next resolution waits behind the policies that changed: under load, a new policy
 		// should not queue behind thousands of re-resolutions that mostly find nothing new.
-		return ctrl.Result{RequeueAfter: max(want.resolution.Next.Sub(r.Clock.Now()), time.Second), Priority: ptr.To(handler.LowPriority)}, nil
+		result = ctrl.Result{RequeueAfter: max(want.resolution.Next.Sub(r.Clock.Now()), time.Second), Priority: ptr.To(handler.LowPriority)}
 	}
-	return ctrl.Result{}, nil
+	if !observed.nextExpiry.IsZero() {
+		// The bundle drops an exception just after it expires (the gate stopped honouring it then).
+		if until := observed.nextExpiry.Sub(r.Clock.Now()) + time.Second; result.RequeueAfter == 0 || until < result.RequeueAfter {
+			result = ctrl.Result{RequeueAfter: max(until, time.Second)}
+		}
+	}
+	return result, nil
 }
 
 // forget drops what the reconciler kept for a policy that is gone.
@@ -135,7 +141,8 @@ type observedState struct {
 	others        []networkingv1.NetworkPolicy // other NetworkPolicies in the namespace that may shadow ours
 	podLabels     []map[string]string          // labels of the pods in the namespace
 	resolution    *egress.Resolution           // the allowed hosts' addresses; nil when it allows none
-	layers        []bootstrap.ClusterLayer     // the cluster policies selecting the namespace, in report order
+	layers        bootstrap.Layers             // the cluster policies selecting the namespace, and the active exceptions
+	nextExpiry    time.Time                    // when the first exception in layers expires; zero for none
 }
 
 func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.HarnessAgentPolicy) (*observedState, error) {
@@ -154,7 +161,7 @@ func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.Har
 		return nil, fmt.Errorf("reading NetworkPolicy %s: %w", networkPolicyName(p), err)
 	}
 	var err error
-	if o.layers, err = r.clusterLayers(ctx, p); err != nil {
+	if o.layers, o.nextExpiry, err = r.bundleLayers(ctx, p); err != nil {
 		return nil, err
 	}
 	if o.podLabels, err = r.podLabels(ctx, p.Namespace); err != nil {
@@ -220,7 +227,8 @@ func (r *HarnessAgentPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		Owns(&corev1.ConfigMap{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(r.policiesShadowedBy)).
-		WatchesMetadata(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.policiesGoverning), builder.WithPredicates(podLabelsChanged()))
+		WatchesMetadata(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.policiesGoverning), builder.WithPredicates(podLabelsChanged())).
+		Watches(&gatev1.GateException{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfExceptionNamespace))
 	if r.ClusterPolicies {
 		b = b.Watches(&gatev1.ClusterHarnessAgentPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 			WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfNamespace), builder.WithPredicates(predicate.LabelChangedPredicate{}))

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,23 +21,47 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/gate"
 )
 
 // +kubebuilder:rbac:groups=gate.intutic.io,resources=clusterharnessagentpolicies,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
+// +kubebuilder:rbac:groups=gate.intutic.io,resources=gateexceptions,verbs=list;watch
 
-// clusterLayers returns the layers of the cluster policies whose namespaceSelector selects the
-// policy's namespace, built for its workspace, in report order (bootstrap sorts them again).
-// A cluster policy whose namespace selector cannot be evaluated selects no namespace: the
-// validating webhook refuses one, and its own status says so.
-func (r *HarnessAgentPolicyReconciler) clusterLayers(ctx context.Context, p *gatev1.HarnessAgentPolicy) ([]bootstrap.ClusterLayer, error) {
-	if !r.ClusterPolicies {
-		return nil, nil
+// bundleLayers returns what the policy's bundle carries beside its own snapshot: the layers of
+// the cluster policies whose namespaceSelector selects its namespace, built for its workspace, in
+// report order, and the active exceptions of its namespace (bootstrap.JudgeException, as the
+// exceptions' status says) for each of those layers and for the policy itself; and when the
+// first of those exceptions expires, so the reconcile drops it then (the gate already stops
+// honouring it at that time). A cluster policy whose namespace selector cannot be evaluated
+// selects no namespace: the validating webhook refuses one, and its own status says so.
+func (r *HarnessAgentPolicyReconciler) bundleLayers(ctx context.Context, p *gatev1.HarnessAgentPolicy) (bootstrap.Layers, time.Time, error) {
+	var out bootstrap.Layers
+	var exceptions gatev1.GateExceptionList
+	if err := r.Client.List(ctx, &exceptions, client.InNamespace(p.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return out, time.Time{}, fmt.Errorf("listing GateExceptions: %w", err)
 	}
+	j := &exceptionJudge{now: r.Clock.Now(), items: exceptions.Items}
+	var err error
+	if out.Exceptions, err = j.active(gatev1.ExceptionOfNamespacePolicy, p.Name, bootstrap.ExceptionTarget{Namespace: p}); err != nil {
+		return out, time.Time{}, err
+	}
+	if r.ClusterPolicies {
+		if out.Cluster, err = r.clusterLayers(ctx, p, j); err != nil {
+			return out, time.Time{}, err
+		}
+	}
+	return out, j.next, nil
+}
+
+// clusterLayers returns the layers of the cluster policies selecting the policy's namespace, in
+// report order, each with its active exceptions in the namespace.
+func (r *HarnessAgentPolicyReconciler) clusterLayers(ctx context.Context, p *gatev1.HarnessAgentPolicy, j *exceptionJudge) ([]bootstrap.ClusterLayer, error) {
 	var list gatev1.ClusterHarnessAgentPolicyList
 	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing ClusterHarnessAgentPolicies: %w", err)
 	}
+	r.layers.keepOnly(list.Items)
 	if len(list.Items) == 0 {
 		return nil, nil
 	}
@@ -54,12 +79,45 @@ func (r *HarnessAgentPolicyReconciler) clusterLayers(ctx context.Context, p *gat
 		if err != nil {
 			return nil, fmt.Errorf("building the layer of ClusterHarnessAgentPolicy %s: %w", c.Name, err)
 		}
+		// The memoised layer is shared by every namespace; its exceptions are this one's.
+		if l.Exceptions, err = j.active(gatev1.ExceptionOfClusterPolicy, c.Name, bootstrap.ExceptionTarget{Cluster: c, NamespaceLabels: nsLabels}); err != nil {
+			return nil, err
+		}
 		out = append(out, l)
 	}
-	r.layers.keepOnly(list.Items)
 	slices.SortFunc(out, func(a, b bootstrap.ClusterLayer) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Name, b.Name))
 	})
+	return out, nil
+}
+
+// exceptionJudge picks a namespace's active exceptions of each policy, and keeps when the first
+// of those it picked expires.
+type exceptionJudge struct {
+	now, next time.Time
+	items     []gatev1.GateException
+}
+
+// active are the active exceptions of the policy of this kind and name, for its layer.
+func (j *exceptionJudge) active(kind gatev1.ExceptionPolicyKind, name string, target bootstrap.ExceptionTarget) ([]gate.Exception, error) {
+	var out []gate.Exception
+	for i := range j.items {
+		gex := &j.items[i]
+		if ref := gex.Spec.PolicyRef; ref.Kind != kind || ref.Name != name || !gex.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if phase, _ := bootstrap.JudgeException(gex, target, j.now); phase != gatev1.ExceptionActive {
+			continue
+		}
+		e, err := bootstrap.ExceptionOf(gex)
+		if err != nil {
+			return nil, fmt.Errorf("GateException %s: %w", gex.Name, err)
+		}
+		if at := gex.Spec.ExpiresAt.Time; j.next.IsZero() || at.Before(j.next) {
+			j.next = at
+		}
+		out = append(out, e)
+	}
 	return out, nil
 }
 
@@ -80,17 +138,20 @@ func namespaceLabels(ctx context.Context, c client.Reader, name string) (map[str
 	return ns.Labels, nil
 }
 
-// layersFingerprint identifies a set of layers for the bundle memo: what a bundle built with
-// them depends on.
-func layersFingerprint(layers []bootstrap.ClusterLayer) string {
-	if len(layers) == 0 {
+// layersFingerprint identifies what a bundle carries beside its snapshot, for the bundle memo:
+// what a bundle built with it depends on.
+func layersFingerprint(layers bootstrap.Layers) string {
+	if len(layers.Cluster) == 0 && len(layers.Exceptions) == 0 {
 		return ""
 	}
 	h := sha256.New()
-	for _, l := range layers {
-		sel, _ := json.Marshal(l.PodSelector) // a slice of plain structs always marshals
-		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00%s\x00%t\x00%x\x00", l.Name, l.Priority, l.Digest, sel, l.PermissionMode, l.FilterBash, sha256.Sum256(l.Checked))
+	for _, l := range layers.Cluster {
+		sel, _ := json.Marshal(l.PodSelector) // plain structs always marshal
+		exc, _ := json.Marshal(l.Exceptions)
+		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00%s\x00%t\x00%x\x00%s\x00", l.Name, l.Priority, l.Digest, sel, l.PermissionMode, l.FilterBash, sha256.Sum256(l.Checked), exc)
 	}
+	exc, _ := json.Marshal(layers.Exceptions)
+	fmt.Fprintf(h, "exceptions\x00%s", exc)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -169,4 +230,10 @@ func (r *HarnessAgentPolicyReconciler) allPolicies(ctx context.Context, _ client
 // policies selecting it may have changed.
 func (r *HarnessAgentPolicyReconciler) policiesOfNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
 	return r.policiesInNamespace(ctx, ns.GetName(), func(*gatev1.HarnessAgentPolicy) bool { return true })
+}
+
+// policiesOfExceptionNamespace enqueues the policies of an exception's namespace: it may lift
+// rules of any layer their bundles carry.
+func (r *HarnessAgentPolicyReconciler) policiesOfExceptionNamespace(ctx context.Context, gex client.Object) []reconcile.Request {
+	return r.policiesInNamespace(ctx, gex.GetNamespace(), func(*gatev1.HarnessAgentPolicy) bool { return true })
 }

@@ -150,7 +150,7 @@ func TestKeep(t *testing.T) {
 		t.Fatal(err)
 	}
 	install := Options{MountDir: "/etc/intutic", HookTimeout: 20}
-	kept, err := Keep(published.Data, p.Spec.WorkspaceID, nil, "", install)
+	kept, err := Keep(published.Data, p.Spec.WorkspaceID, Layers{}, "", install)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,15 +44,15 @@ func (r *Result) HeldBack() bool { return len(r.CompileErrs) > 0 || r.RenderErr 
 // controller published for this policy (see lastGood); otherwise the bundle blocks every call
 // with the most restrictive harness settings. The error is for what no policy can cause.
 func Build(p *gatev1.HarnessAgentPolicy, published Published, opts Options) (Result, error) {
-	return BuildLayered(p, nil, published, opts)
+	return BuildLayered(p, Layers{}, published, opts)
 }
 
 // BuildLayered is Build for a namespace whose bundles carry cluster layers (ClusterLayerOf,
-// in any order; built for the policy's workspace). The layers are always the ones given: when
+// in any order; built for the policy's workspace) or exceptions. The layers are always the ones given: when
 // the policy's own rules cannot be published and the bundle in force is kept, it is kept
 // around the current layers. When the layers do not fit beside the policy's snapshot, the
 // bundle blocks every call (RenderErr says why): a namespace never runs without its baseline.
-func BuildLayered(p *gatev1.HarnessAgentPolicy, layers []ClusterLayer, published Published, opts Options) (Result, error) {
+func BuildLayered(p *gatev1.HarnessAgentPolicy, layers Layers, published Published, opts Options) (Result, error) {
 	meta, rules := SnapshotSource(p)
 	var res Result
 	snap, checked, err := gate.BuildSnapshotChecked(meta, rules)
@@ -73,7 +73,7 @@ func BuildLayered(p *gatev1.HarnessAgentPolicy, layers []ClusterLayer, published
 		case err != nil:
 			return Result{}, err
 		default:
-			res.Bundle, res.Snapshot, res.ClusterPolicies = b, snap, layerNames(layers)
+			res.Bundle, res.Snapshot, res.ClusterPolicies = b, snap, layerNames(layers.Cluster)
 			return res, nil
 		}
 	}
@@ -86,7 +86,7 @@ func BuildLayered(p *gatev1.HarnessAgentPolicy, layers []ClusterLayer, published
 		case err != nil:
 			return Result{}, err
 		default:
-			res.Bundle, res.Snapshot, res.Kept, res.ClusterPolicies = b, last, true, layerNames(layers)
+			res.Bundle, res.Snapshot, res.Kept, res.ClusterPolicies = b, last, true, layerNames(layers.Cluster)
 			return res, nil
 		}
 	}

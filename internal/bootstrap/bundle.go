@@ -112,16 +112,17 @@ func Render(spec *gatev1.HarnessAgentPolicySpec, snapshot []byte, opts Options) 
 // RenderChecked is Render with the snapshot's checked rules file (gate.BuildSnapshotChecked),
 // which the bundle carries when there is one and it fits.
 func RenderChecked(spec *gatev1.HarnessAgentPolicySpec, snapshot, checked []byte, opts Options) (Bundle, error) {
-	return RenderLayered(spec, snapshot, checked, nil, "", opts)
+	return RenderLayered(spec, snapshot, checked, Layers{}, "", opts)
 }
 
-// RenderLayered is RenderChecked with the cluster layers that select the policy's namespace.
-// With none, the bundle is exactly RenderChecked's, so an installation without cluster
-// policies publishes what it did before they existed. With some, it also carries the layers
-// index and each layer's snapshot, the hook is run with --layers, and the harness settings get
-// the layers' posture floor.
-func RenderLayered(spec *gatev1.HarnessAgentPolicySpec, snapshot, checked []byte, layers []ClusterLayer, namespace string, opts Options) (Bundle, error) {
-	harness, err := renderHarness(applyFloor(spec, layers))
+// RenderLayered is RenderChecked with the cluster layers that select the policy's namespace
+// and the active exceptions of its namespace. With neither, the bundle is exactly
+// RenderChecked's, so an installation without cluster policies or exceptions publishes what it
+// did before they existed. With some, it also carries the layers index and each layer's
+// snapshot, the hook is run with --layers, and the harness settings get the layers' posture
+// floor.
+func RenderLayered(spec *gatev1.HarnessAgentPolicySpec, snapshot, checked []byte, layers Layers, namespace string, opts Options) (Bundle, error) {
+	harness, err := renderHarness(applyFloor(spec, layers.Cluster))
 	if err != nil {
 		return Bundle{}, err
 	}
@@ -143,7 +144,7 @@ func RenderBlocking(workspaceID string, snapshot []byte, opts Options) (Bundle, 
 //
 // The cluster layers are never kept: the bundle carries the ones in force now, whatever state
 // the namespace policy's own rules are in.
-func Keep(data map[string]string, workspaceID string, layers []ClusterLayer, namespace string, opts Options) (Bundle, error) {
+func Keep(data map[string]string, workspaceID string, layers Layers, namespace string, opts Options) (Bundle, error) {
 	harness := harnessFiles{settings: data[KeyHarnessSettings], networkPolicy: data[KeyHarnessNetworkPolicy]}
 	// The checked rules file, bound to the kept snapshot's digest, stays valid for it.
 	return render([]byte(data[KeySnapshot]), []byte(data[KeyCheckedRules]), harness, workspaceID, layers, namespace, opts)
@@ -161,7 +162,7 @@ func Verify(data map[string]string, workspaceID string, opts Options) bool {
 	return data[KeyBootstrapHash] == Hash(data, opts.MountDir, workspaceID)
 }
 
-func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, layers []ClusterLayer, namespace string, opts Options) (Bundle, error) {
+func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, layers Layers, namespace string, opts Options) (Bundle, error) {
 	opts = opts.withDefaults()
 	if opts.HookLimit >= opts.HookTimeout {
 		return Bundle{}, fmt.Errorf("the hook limit (%ds) must be shorter than the registered timeout (%ds)", opts.HookLimit, opts.HookTimeout)
@@ -185,13 +186,13 @@ func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, 
 	}
 	data := map[string]string{
 		KeySnapshot:             string(snapshot),
-		KeyHookScript:           hookScript(opts, workspaceID, len(layers) > 0),
+		KeyHookScript:           hookScript(opts, workspaceID, layers.layered()),
 		KeyManagedSettings:      managed,
 		KeySettings:             project,
 		KeyHarnessSettings:      harness.settings,
 		KeyHarnessNetworkPolicy: harness.networkPolicy,
 	}
-	if len(layers) > 0 {
+	if layers.layered() {
 		if err := addLayers(data, layers, namespace, workspaceID); err != nil {
 			return Bundle{}, err
 		}
@@ -202,14 +203,14 @@ func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, 
 	if configMapSize(data)+len(KeyBootstrapHash)+len("sha256:")+sha256.Size*2 > MaxBundleBytes {
 		// Optional: the hook compiles the rules from their source.
 		delete(data, KeyCheckedRules)
-		for _, l := range layers {
+		for _, l := range layers.Cluster {
 			delete(data, gate.ClusterLayerCheckedFile(l.Name))
 		}
 	}
 	hash := Hash(data, opts.MountDir, workspaceID)
 	data[KeyBootstrapHash] = hash
 	if size := configMapSize(data); size > MaxBundleBytes {
-		return Bundle{}, &TooLargeError{Size: size, Layers: len(layers)}
+		return Bundle{}, &TooLargeError{Size: size, Layers: len(layers.Cluster)}
 	}
 	return Bundle{Data: data, Hash: hash}, nil
 }

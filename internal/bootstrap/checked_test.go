@@ -31,7 +31,7 @@ func TestCheckedRulesInBundle(t *testing.T) {
 		t.Error("a bundle whose checked rules were edited or removed verified")
 	}
 
-	kept, err := Keep(data, p.Spec.WorkspaceID, nil, "", Options{})
+	kept, err := Keep(data, p.Spec.WorkspaceID, Layers{}, "", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

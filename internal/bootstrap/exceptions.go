@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gate/toolname"
 )
 
@@ -91,4 +92,17 @@ func ruleNames(rules []gatev1.RuleName) []string {
 		out[i] = string(r)
 	}
 	return out
+}
+
+// ExceptionOf is an active exception as the layers index carries it, for the layer of the
+// policy it names: the gate honours it until its expiresAt by its own clock.
+func ExceptionOf(gex *gatev1.GateException) (gate.Exception, error) {
+	reqs, err := Requirements(&gex.Spec.PodSelector)
+	if err != nil {
+		return gate.Exception{}, fmt.Errorf("spec.podSelector: %w", err)
+	}
+	return gate.Exception{
+		Name: gex.Name, Rules: ruleNames(gex.Spec.Rules), Tools: slices.Clone(gex.Spec.Tools), PodSelector: reqs,
+		ExpiresAt: gex.Spec.ExpiresAt.UTC().Format(time.RFC3339),
+	}, nil
 }

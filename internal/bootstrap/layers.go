@@ -12,6 +12,17 @@ import (
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
+// Layers is what a namespace policy's bundle carries beside its own snapshot: the layers of
+// the cluster policies selecting its namespace, and the active exceptions of its namespace that
+// lift its own rules (ExceptionOf). Each cluster layer carries the exceptions of its own rules.
+type Layers struct {
+	Cluster    []ClusterLayer
+	Exceptions []gate.Exception
+}
+
+// layered reports whether the bundle carries a layers index.
+func (l Layers) layered() bool { return len(l.Cluster) > 0 || len(l.Exceptions) > 0 }
+
 // ClusterLayer is a ClusterHarnessAgentPolicy as the bundles of one workspace carry it: its
 // snapshot, the pod selector the hook resolves against its pod's labels, and its posture floor.
 // ClusterLayerOf builds it; the bundles of every namespace the policy selects carry the same
@@ -28,6 +39,9 @@ type ClusterLayer struct {
 	// PermissionMode and FilterBash are the posture floor (see applyFloor).
 	PermissionMode gatev1.PermissionMode
 	FilterBash     bool
+	// Exceptions are the active exceptions of the bundle's namespace that lift this layer's
+	// rules; the layer as ClusterLayerOf builds it has none.
+	Exceptions []gate.Exception
 }
 
 // ClusterSnapshotSource is what a cluster policy's snapshot for one workspace is built from.
@@ -126,12 +140,12 @@ func applyFloor(spec *gatev1.HarnessAgentPolicySpec, layers []ClusterLayer) *gat
 
 // addLayers adds the layers index and each layer's files to a namespace policy's bundle data.
 // The checked rules files are optional: dropOptional removes them when the bundle is too large.
-func addLayers(data map[string]string, layers []ClusterLayer, namespace, workspaceID string) error {
-	idx := gate.LayersIndex{Namespace: namespace, WorkspaceID: workspaceID, Namespaced: true}
-	for _, l := range layers {
+func addLayers(data map[string]string, layers Layers, namespace, workspaceID string) error {
+	idx := gate.LayersIndex{Namespace: namespace, WorkspaceID: workspaceID, Namespaced: true, Exceptions: layers.Exceptions}
+	for _, l := range layers.Cluster {
 		idx.Layers = append(idx.Layers, gate.Layer{
 			Kind: gate.LayerKindCluster, Name: l.Name, Priority: l.Priority, PodSelector: l.PodSelector,
-			File: gate.ClusterLayerFile(l.Name), Digest: l.Digest,
+			File: gate.ClusterLayerFile(l.Name), Digest: l.Digest, Exceptions: l.Exceptions,
 		})
 		data[gate.ClusterLayerFile(l.Name)] = string(l.Snapshot)
 		if len(l.Checked) > 0 {

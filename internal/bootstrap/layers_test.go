@@ -68,7 +68,7 @@ func TestNoLayersRendersAsBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := BuildLayered(p, nil, Published{}, Options{})
+	got, err := BuildLayered(p, Layers{}, Published{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestLayeredBundle(t *testing.T) {
 	floor.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{"tier": "untrusted"}}
 	layers := []ClusterLayer{mustLayer(t, marker, p.Spec.WorkspaceID), mustLayer(t, floor, p.Spec.WorkspaceID)}
 
-	res, err := BuildLayered(p, layers, Published{}, Options{})
+	res, err := BuildLayered(p, Layers{Cluster: layers}, Published{}, Options{})
 	if err != nil || res.HeldBack() {
 		t.Fatalf("%v %v %v", err, res.CompileErrs, res.RenderErr)
 	}
@@ -157,7 +157,7 @@ func TestLayersThatDoNotFitBlock(t *testing.T) {
 		layers = append(layers, mustLayer(t, c, p.Spec.WorkspaceID))
 	}
 	published := Published{Data: good.Bundle.Data, SnapshotDigest: good.Snapshot.Digest, BootstrapHash: good.Bundle.Hash}
-	res, err := BuildLayered(p, layers, published, Options{})
+	res, err := BuildLayered(p, Layers{Cluster: layers}, published, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestKeptBundleCarriesCurrentLayers(t *testing.T) {
 	broken.Generation = 2
 	broken.Spec.Rules[0].When = "has(inptu.command)"
 	layer := mustLayer(t, clusterPolicy("marker", 10, gatev1.Rule{Name: "no-marker", When: `input.command.contains("fleet-marker")`, Action: gatev1.ActionBlock, Reason: "marker"}), p.Spec.WorkspaceID)
-	res, err := BuildLayered(broken, []ClusterLayer{layer}, published, Options{})
+	res, err := BuildLayered(broken, Layers{Cluster: []ClusterLayer{layer}}, published, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestClusterBaselineExample(t *testing.T) {
 	if err := dec.Decode(p); err != nil {
 		t.Fatal(err)
 	}
-	res, err := BuildLayered(p, []ClusterLayer{mustLayer(t, c, p.Spec.WorkspaceID)}, Published{}, Options{})
+	res, err := BuildLayered(p, Layers{Cluster: []ClusterLayer{mustLayer(t, c, p.Spec.WorkspaceID)}}, Published{}, Options{})
 	if err != nil || res.HeldBack() {
 		t.Fatalf("%v %v %v", err, res.CompileErrs, res.RenderErr)
 	}

@@ -125,6 +125,9 @@ type Decision struct {
 	// more restrictively than Verdict: the Ask or Block the gate recorded and did not enforce.
 	// Verdict, Rule, Reason, Code and Message are always the decision in effect.
 	Would *AuditedVerdict `json:"would,omitempty"`
+	// Exceptions are the GateExceptions that changed this decision: without them its layer
+	// would have decided otherwise (see LayeredPolicy). Only layered decisions carry them.
+	Exceptions []string `json:"exceptions,omitempty"`
 	// Layer is the layer that decided, when the call was decided by layered policies
 	// (LayeredPolicy): "ClusterHarnessAgentPolicy/<name>" or "HarnessAgentPolicy/<ns>/<name>".
 	// Empty for a decision of one policy, so such a decision serialises as it always has.
@@ -143,6 +146,8 @@ type LayerVerdict struct {
 	Code           string          `json:"code,omitempty"`
 	SnapshotDigest string          `json:"snapshotDigest,omitempty"`
 	Would          *AuditedVerdict `json:"would,omitempty"`
+	// Exceptions are the GateExceptions that changed this layer's decision.
+	Exceptions []string `json:"exceptions,omitempty"`
 }
 
 // AuditedVerdict is a verdict recorded and not enforced (see Audit): what the gate would have

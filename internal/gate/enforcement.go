@@ -96,6 +96,9 @@ func (p *Policy) judge(candidates []int, scr *screenScratch, dc *decisionCall) D
 			continue // its prefilter is false: the rule does not match, as eval would say
 		}
 		r := &p.rules[i]
+		if dc.lifted != nil && dc.lifted[r.Name] {
+			continue // an exception lifts it: it matches nothing, and cannot err
+		}
 		audited := s.RuleMode(&r.Rule) == Audit
 		matched, err := dc.eval(r)
 		if err != nil {

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"time"
 
+	"github.com/intutic/gate-operator/internal/gate/toolname"
 	"github.com/intutic/gate-operator/internal/strictjson"
 )
 
@@ -49,7 +52,26 @@ type LayersIndex struct {
 	Namespaced bool `json:"namespaced"`
 	// Layers are the cluster layers, in report order: Priority ascending, then Name.
 	Layers []Layer `json:"layers"`
-	Digest string  `json:"digest"`
+	// Exceptions are the active exceptions of the namespace's own policy, by name.
+	Exceptions []Exception `json:"exceptions,omitempty"`
+	Digest     string      `json:"digest"`
+}
+
+// Exception is an active GateException of the bundle's namespace, as the index carries it
+// beside the layer whose rules it lifts: for the calls of the pods it selects to the tools it
+// names, those rules match nothing until ExpiresAt, by the gate's own clock (LayeredPolicy).
+type Exception struct {
+	// Name is the GateException's (its namespace is the index's).
+	Name string `json:"name"`
+	// Rules are the names of the layer's rules it lifts; sorted, unique.
+	Rules []string `json:"rules"`
+	// Tools are tool patterns as rules have them (toolname.Compile); none is every tool.
+	Tools []string `json:"tools,omitempty"`
+	// PodSelector is ANDed; none selects every pod. The surfaces without a pod honour only an
+	// exception without one.
+	PodSelector []Requirement `json:"podSelector,omitempty"`
+	// ExpiresAt is RFC 3339 in UTC, to the second: the exception applies strictly before it.
+	ExpiresAt string `json:"expiresAt"`
 }
 
 // Layer is one cluster layer of a bundle.
@@ -64,6 +86,8 @@ type Layer struct {
 	File string `json:"file"`
 	// Digest is the digest of the layer's snapshot.
 	Digest string `json:"digest"`
+	// Exceptions are the active exceptions that lift this layer's rules, by name.
+	Exceptions []Exception `json:"exceptions,omitempty"`
 }
 
 // Requirement is one requirement of a pod selector, as a metav1.LabelSelector has them
@@ -88,8 +112,11 @@ func (l Layer) ID() string { return LayerKindCluster + "/" + l.Name }
 
 // Selects reports whether the layer applies to a pod with these labels, as a
 // metav1.LabelSelector would: every requirement holds; no requirement selects every pod.
-func (l Layer) Selects(labels map[string]string) bool {
-	for _, r := range l.PodSelector {
+func (l Layer) Selects(labels map[string]string) bool { return selects(l.PodSelector, labels) }
+
+// selects reports whether every requirement holds for these labels.
+func selects(reqs []Requirement, labels map[string]string) bool {
+	for _, r := range reqs {
 		v, ok := labels[r.Key]
 		var holds bool
 		switch r.Operator {
@@ -118,13 +145,10 @@ func BuildLayersIndex(idx LayersIndex) ([]byte, error) {
 	idx.Layers = append([]Layer{}, idx.Layers...) // never null in the file
 	for i := range idx.Layers {
 		l := &idx.Layers[i]
-		l.PodSelector = slices.Clone(l.PodSelector)
-		for j := range l.PodSelector {
-			r := &l.PodSelector[j]
-			r.Values = slices.Compact(slices.Sorted(slices.Values(r.Values)))
-		}
-		slices.SortStableFunc(l.PodSelector, compareRequirements)
+		l.PodSelector = canonicalSelector(l.PodSelector)
+		l.Exceptions = canonicalExceptions(l.Exceptions)
 	}
+	idx.Exceptions = canonicalExceptions(idx.Exceptions)
 	slices.SortStableFunc(idx.Layers, compareLayers)
 	if err := idx.checkShape(); err != nil {
 		return nil, err
@@ -135,6 +159,39 @@ func BuildLayersIndex(idx LayersIndex) ([]byte, error) {
 	}
 	idx.Digest = digestOf(canonical)
 	return idx.encode()
+}
+
+// canonicalSelector is a copy of reqs in canonical form: sorted by key and operator, each one's
+// values sorted and without repeats.
+func canonicalSelector(reqs []Requirement) []Requirement {
+	reqs = slices.Clone(reqs)
+	for j := range reqs {
+		reqs[j].Values = slices.Compact(slices.Sorted(slices.Values(reqs[j].Values)))
+	}
+	slices.SortStableFunc(reqs, compareRequirements)
+	return reqs
+}
+
+// canonicalExceptions is a copy of es in canonical form: by name, rules and tools sorted and
+// without repeats, selectors canonical. None is nil, so the field is left out.
+func canonicalExceptions(es []Exception) []Exception {
+	if len(es) == 0 {
+		return nil
+	}
+	es = slices.Clone(es)
+	for i := range es {
+		e := &es[i]
+		e.Rules = slices.Compact(slices.Sorted(slices.Values(e.Rules)))
+		if len(e.Tools) > 0 {
+			e.Tools = slices.Compact(slices.Sorted(slices.Values(e.Tools)))
+		}
+		e.PodSelector = canonicalSelector(e.PodSelector)
+		if len(e.PodSelector) == 0 {
+			e.PodSelector = nil
+		}
+	}
+	slices.SortStableFunc(es, func(a, b Exception) int { return cmp.Compare(a.Name, b.Name) })
+	return es
 }
 
 func compareLayers(a, b Layer) int {
@@ -192,6 +249,9 @@ func (idx *LayersIndex) checkShape() error {
 			}
 		}
 	}
+	if err := checkExceptions(idx.Exceptions); err != nil {
+		return fmt.Errorf("exceptions%w", err)
+	}
 	// Names are unique, across priorities too: they name files.
 	seen := make(map[string]int, len(idx.Layers))
 	for i, l := range idx.Layers {
@@ -216,16 +276,80 @@ func (l *Layer) checkShape() error {
 	if !isDigest(l.Digest) {
 		return fmt.Errorf("digest %q is not sha256:<64 hex digits>", l.Digest)
 	}
-	for j := range l.PodSelector {
-		r := &l.PodSelector[j]
+	if err := checkSelector(l.PodSelector); err != nil {
+		return err
+	}
+	if err := checkExceptions(l.Exceptions); err != nil {
+		return fmt.Errorf("exceptions%w", err)
+	}
+	return nil
+}
+
+// checkSelector checks a canonical pod selector.
+func checkSelector(reqs []Requirement) error {
+	for j := range reqs {
+		r := &reqs[j]
 		if err := r.checkShape(); err != nil {
 			return fmt.Errorf("podSelector[%d]: %w", j, err)
 		}
-		if j > 0 && compareRequirements(l.PodSelector[j-1], *r) > 0 {
+		if j > 0 && compareRequirements(reqs[j-1], *r) > 0 {
 			return fmt.Errorf("podSelector[%d]: out of order (key, then operator)", j)
 		}
 	}
 	return nil
+}
+
+// checkExceptions checks canonical exceptions; its errors start with the index ("[2]: ...").
+func checkExceptions(es []Exception) error {
+	for i := range es {
+		e := &es[i]
+		if err := e.checkShape(); err != nil {
+			return fmt.Errorf("[%d]: %w", i, err)
+		}
+		if i > 0 && es[i-1].Name >= e.Name {
+			return fmt.Errorf("[%d]: %q is out of order or repeated (by name)", i, e.Name)
+		}
+	}
+	return nil
+}
+
+func (e *Exception) checkShape() error {
+	if !isDNSSubdomain([]byte(e.Name)) {
+		return fmt.Errorf("name %q is not a DNS subdomain", e.Name)
+	}
+	if len(e.Rules) == 0 {
+		return errors.New("rules: it lifts no rule")
+	}
+	for k, r := range e.Rules {
+		if !isDNSLabel(r) {
+			return fmt.Errorf("rules[%d] %q is not a rule name", k, r)
+		}
+		if k > 0 && e.Rules[k-1] >= r {
+			return fmt.Errorf("rules[%d] %q is out of order or repeated", k, r)
+		}
+	}
+	for k, t := range e.Tools {
+		if _, err := toolname.Compile(t); err != nil {
+			return fmt.Errorf("tools[%d]: %w", k, err)
+		}
+		if k > 0 && e.Tools[k-1] >= t {
+			return fmt.Errorf("tools[%d] %q is out of order or repeated", k, t)
+		}
+	}
+	if err := checkSelector(e.PodSelector); err != nil {
+		return err
+	}
+	at, err := time.Parse(time.RFC3339, e.ExpiresAt)
+	if err != nil || at.UTC().Format(time.RFC3339) != e.ExpiresAt {
+		return fmt.Errorf("expiresAt %q is not RFC 3339 in UTC to the second", e.ExpiresAt)
+	}
+	return nil
+}
+
+// expiresAt is when the exception stops applying (checkShape made sure it parses).
+func (e *Exception) expiresAt() time.Time {
+	at, _ := time.Parse(time.RFC3339, e.ExpiresAt)
+	return at
 }
 
 func (r *Requirement) checkShape() error {

@@ -166,9 +166,29 @@ func (p *Policy) DecideWithoutCEL(c *Call) (d Decision, decided bool) {
 	return d, d.Verdict != ""
 }
 
+// decideLifted decides the call as Decide does with the named rules lifted: they match
+// nothing, and their errors do not count (an exception's rules, see LayeredPolicy). withoutCEL
+// leaves the call undecided, as DecideWithoutCEL does, when a rule needs CEL.
+func (p *Policy) decideLifted(c *Call, lifted map[string]bool, withoutCEL bool) (d Decision, decided bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			d, decided = refusal(CodeGateCrashed, fmt.Sprintf("the gate failed while evaluating the call (%T)", r), p.snap.Digest), true
+		}
+	}()
+	d = p.decideWith(c, withoutCEL, lifted)
+	if d.Verdict == "" && !withoutCEL {
+		// Only a build without CEL (the nocel tag) leaves a call undecided; it is refused.
+		return refusal(CodeGateCrashed, "this gate was built without CEL and cannot evaluate the policy's rules", p.snap.Digest), true
+	}
+	return d, d.Verdict != ""
+}
+
 // decide decides a call; withoutCEL leaves it undecided (a zero Decision) at the first rule
 // that needs CEL.
-func (p *Policy) decide(c *Call, withoutCEL bool) Decision {
+func (p *Policy) decide(c *Call, withoutCEL bool) Decision { return p.decideWith(c, withoutCEL, nil) }
+
+// decideWith is decide with the named rules lifted (none when lifted is nil).
+func (p *Policy) decideWith(c *Call, withoutCEL bool, lifted map[string]bool) Decision {
 	s := p.snap
 	if s.Invalid != "" {
 		return refusal(CodePolicyInvalid, "policy "+s.Policy+" has never compiled: "+s.Invalid, s.Digest)
@@ -185,7 +205,7 @@ func (p *Policy) decide(c *Call, withoutCEL bool) Decision {
 	if entry.screen != nil {
 		entry.screen.run(p.index.screen, c.Input, &scr)
 	}
-	dc := decisionCall{policy: p, tool: tool.Name, server: tool.Server, surface: c.Surface, session: c.Session, input: c.Input, cwd: c.Cwd, caller: c.Caller, withoutCEL: withoutCEL}
+	dc := decisionCall{policy: p, tool: tool.Name, server: tool.Server, surface: c.Surface, session: c.Session, input: c.Input, cwd: c.Cwd, caller: c.Caller, withoutCEL: withoutCEL, lifted: lifted}
 	defer dc.release()
 	return p.judge(entry.candidates, &scr, &dc)
 }
@@ -216,7 +236,9 @@ type decisionCall struct {
 	input                               map[string]any
 	caller                              Caller
 	withoutCEL                          bool
-	act                                 *activation
+	// lifted are the rules an exception lifts for this call: they are skipped.
+	lifted map[string]bool
+	act    *activation
 }
 
 func (dc *decisionCall) activation() *activation {
