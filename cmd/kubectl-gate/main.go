@@ -1,7 +1,8 @@
 // Command kubectl-gate is the kubectl plugin that answers ToolApprovals: `kubectl gate approve`
 // and `kubectl gate deny` write a decision through the status subresource, where the manager's
 // decision webhook records who made it and refuses it unless they may approve the policy that
-// held the call; `kubectl gate pending` lists what waits for a human. Install it with
+// held the call; `kubectl gate pending` lists what waits for a human; `kubectl gate explain`
+// says which policies decide a pod's calls and, for a call, what each of them answers. Install it with
 //
 //	go install github.com/intutic/gate-operator/cmd/kubectl-gate@latest
 //
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -42,12 +44,18 @@ const (
 	defaultNote = "with kubectl gate"
 )
 
-const usage = `kubectl gate answers the tool calls gate-operator holds for a human (ToolApprovals).
+const usage = `kubectl gate answers the tool calls gate-operator holds for a human (ToolApprovals),
+and explains what governs a pod.
 
 Usage:
   kubectl gate pending [-n NAMESPACE | -A]
   kubectl gate approve NAME [-n NAMESPACE] [--message TEXT]
   kubectl gate deny NAME [-n NAMESPACE] [--message TEXT]
+  kubectl gate explain POD [-n NAMESPACE] [--tool TOOL [--input JSON]]
+
+explain prints the policies that decide the pod's calls, in the order they are combined
+(cluster policies by priority, then the namespace policy), from the bundle its hook reads, and
+its egress; with --tool, every layer's verdict on that call and the result.
 
 Approving or denying needs the verb approve on the approval's HarnessAgentPolicy (bind the
 ClusterRole gate-operator-approver); the API server records who decided.
@@ -79,7 +87,7 @@ func run(ctx context.Context, clk clock.PassiveClock, args []string, stdout, std
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
-	case "approve", "deny", "pending":
+	case "approve", "deny", "pending", "explain":
 	default:
 		fmt.Fprintf(stderr, "kubectl gate: unknown command %q\n\n%s", cmd, usage)
 		return exitUsage
@@ -92,11 +100,15 @@ func run(ctx context.Context, clk clock.PassiveClock, args []string, stdout, std
 	fs.StringVarP(&o.namespace, "namespace", "n", "", "namespace")
 	fs.StringVar(&o.as, "as", "", "user to impersonate")
 	fs.StringArrayVar(&o.asGroups, "as-group", nil, "group to impersonate (repeatable)")
-	var message string
+	var message, tool, input string
 	var all bool
-	if cmd == "pending" {
+	switch cmd {
+	case "pending":
 		fs.BoolVarP(&all, "all-namespaces", "A", false, "list pending approvals in every namespace")
-	} else {
+	case "explain":
+		fs.StringVar(&tool, "tool", "", "decide a call of this tool, as the runtime names it (Bash, Read, mcp__server__tool)")
+		fs.StringVar(&input, "input", "", "the call's tool input, JSON (with --tool)")
+	default:
 		fs.StringVarP(&message, "message", "m", "", "why; for a denial, part of the refusal the agent reads")
 	}
 	if err := fs.Parse(args[1:]); err != nil {
@@ -118,12 +130,15 @@ func run(ctx context.Context, clk clock.PassiveClock, args []string, stdout, std
 		fmt.Fprintf(stderr, "error: %v\n", err)
 		return exitFailed
 	}
-	if cmd == "pending" {
+	switch cmd {
+	case "pending":
 		if all {
 			ns = ""
 		}
 		err = pending(ctx, c, ns, clk.Now(), stdout, stderr)
-	} else {
+	case "explain":
+		err = explain(ctx, c, client.ObjectKey{Namespace: ns, Name: fs.Arg(0)}, tool, input, clk.Now(), stdout)
+	default:
 		state := gatev1.ApprovalApproved
 		if cmd == "deny" {
 			state = gatev1.ApprovalDenied
@@ -163,6 +178,9 @@ func (o *options) client() (client.Client, string, error) {
 	}
 	scheme := runtime.NewScheme()
 	if err := gatev1.AddToScheme(scheme); err != nil {
+		return nil, "", err
+	}
+	if err := corev1.AddToScheme(scheme); err != nil { // explain reads pods and ConfigMaps
 		return nil, "", err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})

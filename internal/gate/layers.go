@@ -114,6 +114,10 @@ func (l Layer) ID() string { return LayerKindCluster + "/" + l.Name }
 // metav1.LabelSelector would: every requirement holds; no requirement selects every pod.
 func (l Layer) Selects(labels map[string]string) bool { return selects(l.PodSelector, labels) }
 
+// Selects reports whether the exception applies to a pod with these labels (its expiry and
+// tools aside, which are judged per call).
+func (e Exception) Selects(labels map[string]string) bool { return selects(e.PodSelector, labels) }
+
 // selects reports whether every requirement holds for these labels.
 func selects(reqs []Requirement, labels map[string]string) bool {
 	for _, r := range reqs {
