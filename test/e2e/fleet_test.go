@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,8 +22,10 @@ const fleetLabel = "gate.intutic.io/e2e-fleet"
 
 // testClusterBaseline: a cluster policy selecting the sandbox pod's namespace reaches the
 // running pod without a restart, and its Block holds inside the pod against the namespace
-// policy's Allow; removing it lifts the Block the same way. The call is one the sample policy
-// allows (exit 0 before and after).
+// policy's Allow; a GateException lifts that rule in the running pod and, with the manager
+// stopped, stops being honoured at its expiresAt by the hook's own clock; removing the cluster
+// policy lifts the Block the same way. The call is one the sample policy allows (exit 0 before
+// and after).
 func testClusterBaseline(ctx context.Context, t *testing.T, env *localenv.Env, sandbox string) {
 	c := env.Client
 	const call = `{"command":"echo fleet-marker"}`
@@ -58,6 +61,10 @@ func testClusterBaseline(ctx context.Context, t *testing.T, env *localenv.Env, s
 			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{fleetLabel: "yes"}},
 			Rules: []gatev1.Rule{{Name: "no-fleet-marker", Tools: []string{"Bash"}, When: `input.command.contains("fleet-marker")`,
 				Action: gatev1.ActionBlock, Reason: "the platform baseline forbids the fleet marker", Code: "fleet_marker"}},
+			Exceptions: &gatev1.ClusterExceptionPolicy{
+				NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{fleetLabel: "yes"}},
+				MaxDuration:       metav1.Duration{Duration: 10 * time.Minute},
+			},
 		},
 	}
 	// The webhook judges it (failurePolicy Fail): a broken one is refused at apply.
@@ -87,6 +94,8 @@ func testClusterBaseline(ctx context.Context, t *testing.T, env *localenv.Env, s
 		t.Errorf("the namespace policy's own Block under the cluster layer: exit %d, %s", code, out)
 	}
 
+	testExceptionExpiresInThePod(ctx, t, env, bash, call, chap.Name)
+
 	must(t, c.Delete(ctx, chap))
 	start = time.Now()
 	wait(t, "the Block is lifted once the cluster policy is gone", func() bool {
@@ -94,4 +103,74 @@ func testClusterBaseline(ctx context.Context, t *testing.T, env *localenv.Env, s
 		return code == 0
 	})
 	t.Logf("removing the cluster layer reached the running pod after %s", time.Since(start).Round(time.Second))
+}
+
+// exceptionLife is how long the e2e's exception lasts: long enough for the kubelet to deliver
+// it to the running pod (13 to 60 s), short enough to wait for.
+const exceptionLife = 100 * time.Second
+
+// testExceptionExpiresInThePod: a GateException of the baseline's rule lifts it in the running
+// pod; then the manager is stopped (its Deployment scaled to zero), and at expiresAt the pod's
+// hook refuses the call again by its own clock, with nobody to update the bundle.
+func testExceptionExpiresInThePod(ctx context.Context, t *testing.T, env *localenv.Env, bash func(string) (string, int), call, policy string) {
+	c := env.Client
+	expires := time.Now().Add(exceptionLife).Truncate(time.Second)
+	gex := &gatev1.GateException{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "e2e-lift-marker"},
+		Spec: gatev1.GateExceptionSpec{
+			PolicyRef: gatev1.ExceptionPolicyRef{Kind: gatev1.ExceptionOfClusterPolicy, Name: policy},
+			Rules:     []gatev1.RuleName{"no-fleet-marker"}, ExpiresAt: metav1.NewTime(expires),
+			Reason: "e2e: the marker is needed for a minute", Ticket: "E2E-1",
+		},
+	}
+	must(t, c.Create(ctx, gex))
+	defer func() { _ = c.Delete(ctx, gex) }()
+	wait(t, "the exception is Active and names its requester", func() bool {
+		got := &gatev1.GateException{}
+		return c.Get(ctx, client.ObjectKeyFromObject(gex), got) == nil && got.Status.Phase == gatev1.ExceptionActive && got.Status.RequestedBy != ""
+	})
+	start := time.Now()
+	wait(t, "the running pod's hook honours the exception", func() bool {
+		_, code := bash(call)
+		return code == 0
+	})
+	t.Logf("the exception reached the running pod after %s; it expires at %s", time.Since(start).Round(time.Second), expires.Format(time.RFC3339))
+	if time.Now().After(expires.Add(-10 * time.Second)) {
+		t.Fatalf("the exception reached the pod too late to see it expire (%s before expiresAt)", time.Until(expires))
+	}
+
+	// Stop the manager: nothing can change the bundle from here on.
+	key := types.NamespacedName{Namespace: localenv.OperatorNamespace, Name: "gate-operator"}
+	dep := &appsv1.Deployment{}
+	must(t, c.Get(ctx, key, dep))
+	replicas := *dep.Spec.Replicas
+	scale := func(n int32) {
+		t.Helper()
+		cur := &appsv1.Deployment{}
+		must(t, c.Get(ctx, key, cur))
+		patch := client.MergeFrom(cur.DeepCopy())
+		cur.Spec.Replicas = &n
+		must(t, c.Patch(ctx, cur, patch))
+	}
+	scale(0)
+	defer func() {
+		scale(replicas)
+		wait(t, "the manager is back", func() bool {
+			cur := &appsv1.Deployment{}
+			return c.Get(ctx, key, cur) == nil && cur.Status.ReadyReplicas == replicas && cur.Status.UpdatedReplicas == replicas
+		})
+	}()
+	wait(t, "the manager is stopped", func() bool {
+		var pods corev1.PodList
+		return c.List(ctx, &pods, client.InNamespace(localenv.OperatorNamespace), client.MatchingLabels(dep.Spec.Selector.MatchLabels)) == nil && len(pods.Items) == 0
+	})
+	if out, code := bash(call); code != 0 {
+		t.Fatalf("before expiresAt, with the manager stopped: exit %d, %s", code, out)
+	}
+	time.Sleep(time.Until(expires))
+	out, code := bash(call)
+	if code != 2 || !strings.Contains(out, "the platform baseline forbids the fleet marker") {
+		t.Fatalf("at expiresAt, with the manager stopped, the hook still honours the exception: exit %d, %s", code, out)
+	}
+	t.Logf("at expiresAt (+%s) with the manager stopped, the hook refuses again: %s", time.Since(expires).Round(time.Millisecond), strings.TrimSpace(out))
 }
