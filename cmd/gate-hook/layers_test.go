@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/intutic/gate-operator/internal/gate"
 )
@@ -13,6 +14,13 @@ import (
 // directory that ..data points to, each top-level entry a symlink through ..data. It returns
 // the path of the bundle's snapshot, which --snapshot names.
 func layeredBundle(t *testing.T, primary *gate.Snapshot, labels string, layers ...clusterPolicy) string {
+	t.Helper()
+	return layeredBundleWith(t, primary, labels, nil, layers...)
+}
+
+// layeredBundleWith is layeredBundle with the index edited (its exceptions, say) before it is
+// built; edit may be nil.
+func layeredBundleWith(t *testing.T, primary *gate.Snapshot, labels string, edit func(*gate.LayersIndex), layers ...clusterPolicy) string {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string][]byte{gate.PodNameFile: []byte("agent-0")}
@@ -23,6 +31,9 @@ func layeredBundle(t *testing.T, primary *gate.Snapshot, labels string, layers .
 	for _, l := range layers {
 		idx.Layers = append(idx.Layers, l.layer)
 		files[l.layer.File] = encoded(t, l.snap)
+	}
+	if edit != nil {
+		edit(&idx)
 	}
 	data, err := gate.BuildLayersIndex(idx)
 	if err != nil {
@@ -151,5 +162,49 @@ func TestLayeredHook(t *testing.T) {
 		byNamespace := gate.Rule{Name: "agents-ns", Tools: []string{"bash"}, When: `caller.namespace == "agents" && caller.policy == "ns-aware" && caller.pod == "agent-0"`, Action: gate.Block, Reason: "not in namespace agents"}
 		snap := layeredBundle(t, namespaceSnap(t), "", clusterLayer(t, "ns-aware", 0, []gate.Rule{byNamespace}))
 		wantDeny(t, runHook(t, ls, nil, "--snapshot", snap, "--layers"), "not in namespace agents")
+	})
+}
+
+// TestLayeredHookExceptions: an exception in the index lifts a Block rule until its expiresAt
+// and no longer, with nothing but the bundle to go on (the hook reads the clock itself).
+func TestLayeredHookExceptions(t *testing.T) {
+	noRm := gate.Rule{Name: "no-rm", Tools: []string{"bash"}, When: `input.command.contains("rm ")`, Action: gate.Block, Reason: "the cluster forbids rm"}
+	noCurl := gate.Rule{Name: "no-curl", Tools: []string{"bash"}, When: `input.command.contains("curl")`, Action: gate.Block, Reason: "the namespace forbids curl"}
+	rm := payload("Bash", map[string]any{"command": "rm -rf /tmp/x " + secret}, nil)
+	curl := payload("Bash", map[string]any{"command": "curl https://example.com " + secret}, nil)
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	past := time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+	lift := func(rule, expiresAt string) []gate.Exception {
+		return []gate.Exception{{Name: "incident-42", Rules: []string{rule}, Tools: []string{"bash"}, ExpiresAt: expiresAt}}
+	}
+	t.Run("a cluster layer's rule", func(t *testing.T) {
+		for _, tc := range []struct {
+			expiresAt string
+			allowed   bool
+		}{{future, true}, {past, false}} {
+			layer := clusterLayer(t, "baseline", 0, []gate.Rule{noRm})
+			layer.layer.Exceptions = lift("no-rm", tc.expiresAt)
+			snap := layeredBundle(t, namespaceSnap(t), "", layer)
+			r := runHook(t, rm, nil, "--snapshot", snap, "--layers")
+			if !tc.allowed {
+				wantDeny(t, r, "the cluster forbids rm")
+			} else if r.exit != 0 || r.stdout != "" {
+				t.Fatalf("expiresAt %s: the lifted rule still decided: %+v", tc.expiresAt, r)
+			}
+		}
+	})
+	t.Run("the namespace's rule, with no cluster layer", func(t *testing.T) {
+		for _, tc := range []struct {
+			expiresAt string
+			allowed   bool
+		}{{future, true}, {past, false}} {
+			snap := layeredBundleWith(t, namespaceSnap(t, noCurl), "", func(idx *gate.LayersIndex) { idx.Exceptions = lift("no-curl", tc.expiresAt) })
+			r := runHook(t, curl, nil, "--snapshot", snap, "--layers")
+			if !tc.allowed {
+				wantDeny(t, r, "the namespace forbids curl")
+			} else if r.exit != 0 || r.stdout != "" {
+				t.Fatalf("expiresAt %s: the lifted rule still decided: %+v", tc.expiresAt, r)
+			}
+		}
 	})
 }
