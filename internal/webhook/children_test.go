@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/testutil"
 )
 
@@ -189,4 +191,76 @@ func TestOnlyTheManagerWritesItsChildren(t *testing.T) {
 	testutil.Eventually(t, 20*time.Second, func() error {
 		return as(nsController).Delete(ctx, configMap("coding-agents-bootstrap", nil))
 	})
+}
+
+// TestClusterLayersAreNotTenantWritable: a bundle that carries a cluster layer is one of the
+// manager's children, so a tenant with the ConfigMap rights of the built-in edit and admin
+// roles in its namespace can neither rewrite the layer's snapshot or the layers index, nor drop
+// them, nor delete the bundle (the e2e checks the same with the real edit and admin roles).
+func TestClusterLayersAreNotTenantWritable(t *testing.T) {
+	ctx := testutil.Context(t, time.Minute)
+	ns := testutil.CreateNamespace(ctx, t, k8sClient, "layers-")
+	p := policyWith(ns, "agents", gatev1.Rule{Name: "ok", Tools: []string{"read"}, Action: gatev1.ActionAllow})
+	p.Generation = 1
+	c := &gatev1.ClusterHarnessAgentPolicy{ObjectMeta: metav1.ObjectMeta{Name: "baseline", Generation: 1}, Spec: gatev1.ClusterHarnessAgentPolicySpec{
+		Rules: []gatev1.Rule{{Name: "no-rm", Tools: []string{"bash"}, When: `input.command.startsWith("rm")`, Action: gatev1.ActionBlock, Reason: "rm"}},
+	}}
+	layer, _, err := bootstrap.ClusterLayerOf(c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := bootstrap.BuildLayered(p, bootstrap.Layers{Cluster: []bootstrap.ClusterLayer{layer}}, bootstrap.Published{}, bootstrap.Options{})
+	if err != nil || res.HeldBack() {
+		t.Fatal(err, res.CompileErrs, res.RenderErr)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: bootstrap.ConfigMapName(p.Name),
+		Labels: map[string]string{gatev1.LabelManagedBy: gatev1.ManagedByValue, gatev1.LabelPolicy: p.Name}}, Data: res.Bundle.Data}
+	cfg := rest.CopyConfig(testConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: managerServiceAccount}
+	manager, err := client.New(cfg, client.Options{Scheme: scheme})
+	must(t, err)
+	// The ConfigMap rights of the built-in edit and admin roles (which envtest cannot aggregate:
+	// it runs no kube-controller-manager), for the tenant and the manager alike.
+	must(t, k8sClient.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "configmap-writer"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create", "update", "patch", "delete", "deletecollection"}},
+	}}))
+	must(t, k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "configmap-writer"},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "configmap-writer"},
+		Subjects: []rbacv1.Subject{
+			{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "tenant"},
+			{Kind: rbacv1.ServiceAccountKind, Name: "gate-operator", Namespace: "gate-system"},
+		}}))
+	probeCfg := rest.CopyConfig(testConfig)
+	probeCfg.Impersonate = rest.ImpersonationConfig{UserName: "tenant"}
+	probe, err := client.New(probeCfg, client.Options{Scheme: scheme})
+	must(t, err)
+	// The policy takes effect asynchronously (its expressions are type-checked first).
+	testutil.Eventually(t, time.Minute, func() error {
+		if err := probe.Create(ctx, cm.DeepCopy(), client.DryRunAll); err == nil || !strings.Contains(err.Error(), "managed-by: gate-operator") {
+			return fmt.Errorf("a tenant's create of a managed ConfigMap: %v", err)
+		}
+		return nil
+	})
+	testutil.Eventually(t, 10*time.Second, func() error { return manager.Create(ctx, cm.DeepCopy()) })
+	for _, user := range []string{"tenant"} {
+		cfg := rest.CopyConfig(testConfig)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+		tenant, err := client.New(cfg, client.Options{Scheme: scheme})
+		must(t, err)
+		testutil.Eventually(t, 10*time.Second, func() error { return tenant.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}) }) // RBAC's informer
+		for what, edit := range map[string]func(map[string]string){
+			"rewrite the cluster layer": func(d map[string]string) { d[gate.ClusterLayerFile("baseline")] = d[bootstrap.KeySnapshot] },
+			"drop the layers index":     func(d map[string]string) { delete(d, gate.LayersFileName) },
+		} {
+			got := &corev1.ConfigMap{}
+			must(t, tenant.Get(ctx, client.ObjectKeyFromObject(cm), got))
+			edit(got.Data)
+			if err := tenant.Update(ctx, got); err == nil || !strings.Contains(err.Error(), "managed-by: gate-operator") {
+				t.Errorf("%s could %s: %v", user, what, err)
+			}
+		}
+		if err := tenant.Delete(ctx, cm.DeepCopy()); err == nil {
+			t.Errorf("%s deleted the layered bundle", user)
+		}
+	}
 }
