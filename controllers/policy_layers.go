@@ -100,25 +100,11 @@ type exceptionJudge struct {
 
 // active are the active exceptions of the policy of this kind and name, for its layer.
 func (j *exceptionJudge) active(kind gatev1.ExceptionPolicyKind, name string, target bootstrap.ExceptionTarget) ([]gate.Exception, error) {
-	var out []gate.Exception
-	for i := range j.items {
-		gex := &j.items[i]
-		if ref := gex.Spec.PolicyRef; ref.Kind != kind || ref.Name != name || !gex.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if phase, _ := bootstrap.JudgeException(gex, target, j.now); phase != gatev1.ExceptionActive {
-			continue
-		}
-		e, err := bootstrap.ExceptionOf(gex)
-		if err != nil {
-			return nil, fmt.Errorf("GateException %s: %w", gex.Name, err)
-		}
-		if at := gex.Spec.ExpiresAt.Time; j.next.IsZero() || at.Before(j.next) {
-			j.next = at
-		}
-		out = append(out, e)
+	out, next, err := bootstrap.ActiveExceptions(j.items, kind, name, target, j.now)
+	if !next.IsZero() && (j.next.IsZero() || next.Before(j.next)) {
+		j.next = next
 	}
-	return out, nil
+	return out, err
 }
 
 // selectsNamespace reports whether the cluster policy's namespaceSelector selects a namespace

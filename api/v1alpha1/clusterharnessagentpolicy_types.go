@@ -18,10 +18,10 @@ type ClusterHarnessAgentPolicySpec struct {
 	// +optional
 	PodSelector metav1.LabelSelector `json:"podSelector,omitempty"`
 
-	// priority orders the layers in decisions and reports: lower first, then by name; the namespace policy comes last. It never changes a verdict: the most restrictive one wins whatever the order, and among equally restrictive verdicts the first layer supplies the rule, reason and code.
+	// priority orders the layers in decisions and reports: lower first, then by name; the namespace policy comes last. It never changes a verdict: the most restrictive one wins whatever the order, and among equally restrictive verdicts the first layer supplies the rule, reason and code. From 1 to 1000 (0 is not a priority, so that an unset one is never taken for the first).
 	// +optional
 	// +kubebuilder:default=100
-	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
 	Priority int32 `json:"priority,omitempty"`
 

@@ -33,8 +33,11 @@ type testCase struct {
 	Cwd string `json:"cwd,omitempty"`
 	// Caller is who makes the call, as the surface would tell the rules (caller.*); the
 	// namespace, policy and session come from the policy and the case's session.
-	Caller caseCaller  `json:"caller"`
-	Expect expectation `json:"expect"`
+	Caller caseCaller `json:"caller"`
+	// PodLabels are the labels of the hook's pod, which choose the cluster layers and the
+	// exceptions with a pod selector that apply to the call (the hook surface only).
+	PodLabels map[string]string `json:"podLabels,omitempty"`
+	Expect    expectation       `json:"expect"`
 }
 
 // caseCaller is the part of the rules' caller a surface fills: the HTTP API's ServiceAccount
@@ -51,6 +54,11 @@ type expectation struct {
 	Verdict gate.Verdict `json:"verdict"`
 	Rule    *string      `json:"rule,omitempty"`
 	Code    *string      `json:"code,omitempty"`
+	// Layer is the layer that decided (ClusterHarnessAgentPolicy/<name> or
+	// HarnessAgentPolicy/<namespace>/<name>), checked when set; for a policy with layers.
+	Layer *string `json:"layer,omitempty"`
+	// Exceptions are the GateExceptions that changed the decision, checked when set ([] for none).
+	Exceptions *[]string `json:"exceptions,omitempty"`
 }
 
 var surfaces = []string{gate.SurfaceHook, gate.SurfaceHarness, gate.SurfaceWorkflow, gate.SurfaceManagedAgents, gate.SurfaceAPI}

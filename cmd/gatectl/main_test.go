@@ -59,10 +59,11 @@ func TestSampleCasesCoverEveryRule(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
-	policies, err := loadPolicies(samplePolicy)
+	f, err := loadPolicies(samplePolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
+	policies := f.policies
 	decided := map[string]bool{}
 	for _, c := range rep.Cases {
 		if c.Got.Code != "rule_error" {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -48,6 +49,9 @@ type decision struct {
 	Reason  string       `json:"reason"`
 	// Would is the Ask or Block of a rule (or defaultAction) in Audit: recorded, not enforced.
 	Would *gate.AuditedVerdict `json:"would,omitempty"`
+	// Layer and Exceptions are a layered decision's (see gate.Decision).
+	Layer      string   `json:"layer,omitempty"`
+	Exceptions []string `json:"exceptions,omitempty"`
 }
 
 // String is the verdict in effect, and the one recorded in Audit if any: "Allow (would Block)".
@@ -77,7 +81,7 @@ func (r *report) exitStatus() int {
 // add checks a decision against its case's expectation.
 func (r *report) add(c testCase, policy string, d gate.Decision) {
 	res := caseResult{Name: c.Name, Policy: policy, Surface: c.Surface, Expect: c.Expect,
-		Got: decision{Verdict: d.Verdict, Rule: d.Rule, Code: d.Code, Reason: d.Reason, Would: d.Would}}
+		Got: decision{Verdict: d.Verdict, Rule: d.Rule, Code: d.Code, Reason: d.Reason, Would: d.Would, Layer: d.Layer, Exceptions: d.Exceptions}}
 	if d.Verdict != c.Expect.Verdict {
 		res.Mismatches = append(res.Mismatches, fmt.Sprintf("verdict %s, got %s", c.Expect.Verdict, d.Verdict))
 	}
@@ -86,6 +90,12 @@ func (r *report) add(c testCase, policy string, d gate.Decision) {
 	}
 	if want := c.Expect.Code; want != nil && *want != d.Code {
 		res.Mismatches = append(res.Mismatches, fmt.Sprintf("code %s, got %s", orNone(*want, "no code"), orNone(d.Code, "no code")))
+	}
+	if want := c.Expect.Layer; want != nil && *want != d.Layer {
+		res.Mismatches = append(res.Mismatches, fmt.Sprintf("layer %s, got %s", orNone(*want, "no layer"), orNone(d.Layer, "no layer")))
+	}
+	if want := c.Expect.Exceptions; want != nil && !slices.Equal(*want, d.Exceptions) {
+		res.Mismatches = append(res.Mismatches, fmt.Sprintf("exceptions %v, got %v", *want, d.Exceptions))
 	}
 	res.Pass = len(res.Mismatches) == 0
 	if res.Pass {

@@ -5,6 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
@@ -98,7 +102,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 // test decides every case with its policy's gate. The error is for files that cannot be
 // read or do not fit together; a policy whose rules do not compile is a report.
 func test(o testOptions) (*report, error) {
-	policies, err := loadPolicies(o.policy)
+	f, err := loadPolicies(o.policy)
 	if err != nil {
 		return nil, err
 	}
@@ -106,26 +110,27 @@ func test(o testOptions) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	owners, err := casePolicies(policies, cases)
+	owners, err := casePolicies(f.policies, cases)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.cases, err)
 	}
-	rep := &report{Cases: []caseResult{}, several: len(policies) > 1}
-	gates := map[*gatev1.HarnessAgentPolicy]*gate.Gate{}
-	for _, p := range policies {
-		g, pr, err := build(p)
+	rep := &report{Cases: []caseResult{}, several: len(f.policies) > 1}
+	built := map[*gatev1.HarnessAgentPolicy]*builtPolicy{}
+	now := time.Now()
+	for _, p := range f.policies {
+		b, pr, err := build(p, f, now)
 		if err != nil {
 			return nil, fmt.Errorf("policy %s: %w", policyName(p), err)
 		}
 		rep.Policies = append(rep.Policies, pr)
-		gates[p] = g
+		built[p] = b
 	}
 	if rep.heldBack() {
 		return rep, nil
 	}
 	for i, c := range cases {
 		p := owners[i]
-		rep.add(c, policyName(p), decide(gates[p], c))
+		rep.add(c, policyName(p), built[p].decide(c))
 	}
 	return rep, nil
 }
@@ -156,13 +161,29 @@ func casePolicies(policies []*gatev1.HarnessAgentPolicy, cases []testCase) ([]*g
 	return owners, nil
 }
 
-// build compiles a policy exactly as the controller does (bootstrap.Build, with no bundle
-// published before) and loads its snapshot into a gate exactly as the confirmer does. When
-// the rules cannot be published, the report says why, field by field, as the policy's status
-// would, and there is no gate.
-func build(p *gatev1.HarnessAgentPolicy) (*gate.Gate, policyReport, error) {
+// builtPolicy is what a policy's cases are decided with: its gate, or for a policy whose
+// bundle carries layers (cluster policies selecting its namespace, exceptions), the bundle's
+// index and snapshots, from which each case's layers are chosen as its pod's hook would choose
+// them (the case's podLabels), or all of them on the surfaces without a pod.
+type builtPolicy struct {
+	g       *gate.Gate
+	idx     *gate.LayersIndex
+	primary *gate.Snapshot
+	layers  map[string]*gate.Snapshot
+}
+
+// build compiles a policy exactly as the controller does (bootstrap.BuildLayered, with no
+// bundle published before, the file's cluster policies that select its namespace and the
+// file's exceptions that are active at now) and loads its bundle as the hook and the confirmer
+// do. When the rules cannot be published, the report says why, field by field, as the
+// policy's status would, and there is nothing to decide with.
+func build(p *gatev1.HarnessAgentPolicy, f *policyFile, now time.Time) (*builtPolicy, policyReport, error) {
 	pr := policyReport{Name: policyName(p)}
-	res, err := bootstrap.Build(p, bootstrap.Published{}, bootstrap.Options{})
+	layers, err := layersFor(p, f, now)
+	if err != nil {
+		return nil, pr, err
+	}
+	res, err := bootstrap.BuildLayered(p, layers, bootstrap.Published{}, bootstrap.Options{})
 	if err != nil {
 		return nil, pr, err
 	}
@@ -175,20 +196,96 @@ func build(p *gatev1.HarnessAgentPolicy) (*gate.Gate, policyReport, error) {
 	if res.HeldBack() {
 		return nil, pr, nil
 	}
+	data := res.Bundle.Data
+	if raw, ok := data[gate.LayersFileName]; ok {
+		b := &builtPolicy{layers: map[string]*gate.Snapshot{}}
+		if b.idx, err = gate.LoadLayersIndex([]byte(raw), p.Spec.WorkspaceID); err != nil {
+			return nil, pr, fmt.Errorf("the gate refuses the layers index built from it: %w", err)
+		}
+		if b.primary, err = gate.LoadSnapshot([]byte(data[bootstrap.KeySnapshot]), p.Spec.WorkspaceID); err != nil {
+			return nil, pr, fmt.Errorf("the gate refuses the snapshot built from it: %w", err)
+		}
+		for _, l := range b.idx.Layers {
+			if b.layers[l.Name], err = gate.LoadSnapshot([]byte(data[l.File]), p.Spec.WorkspaceID); err != nil {
+				return nil, pr, fmt.Errorf("the gate refuses the snapshot of cluster layer %s: %w", l.Name, err)
+			}
+		}
+		return b, pr, nil
+	}
 	g := gate.New(p.Spec.WorkspaceID)
-	if err := g.Load([]byte(res.Bundle.Data[bootstrap.KeySnapshot])); err != nil {
+	if err := g.Load([]byte(data[bootstrap.KeySnapshot])); err != nil {
 		return nil, pr, fmt.Errorf("the gate refuses the snapshot built from it: %w", err)
 	}
-	return g, pr, nil
+	return &builtPolicy{g: g}, pr, nil
+}
+
+// layersFor is what the controller would layer the policy's bundle with: the file's cluster
+// policies whose namespaceSelector selects its namespace (by the file's Namespace labels), and
+// the file's exceptions of its namespace active at now, as if each had just been applied.
+func layersFor(p *gatev1.HarnessAgentPolicy, f *policyFile, now time.Time) (bootstrap.Layers, error) {
+	var items []gatev1.GateException
+	for _, e := range f.exceptions {
+		if e.Namespace == p.Namespace {
+			e := e.DeepCopy()
+			if e.Annotations == nil {
+				e.Annotations = map[string]string{}
+			}
+			e.Annotations[gatev1.AnnotationRequestedAt] = now.UTC().Format(time.RFC3339) // as the webhook records an apply
+			items = append(items, *e)
+		}
+	}
+	var out bootstrap.Layers
+	var err error
+	if out.Exceptions, _, err = bootstrap.ActiveExceptions(items, gatev1.ExceptionOfNamespacePolicy, p.Name, bootstrap.ExceptionTarget{Namespace: p}, now); err != nil {
+		return out, err
+	}
+	nsLabels := f.labelsOf(p.Namespace)
+	for _, c := range f.cluster {
+		sel, err := metav1.LabelSelectorAsSelector(&c.Spec.NamespaceSelector)
+		if err != nil {
+			return out, fmt.Errorf("ClusterHarnessAgentPolicy %s: spec.namespaceSelector: %w", c.Name, err)
+		}
+		if !sel.Matches(labels.Set(nsLabels)) {
+			continue
+		}
+		l, errs, err := bootstrap.ClusterLayerOf(c, p.Spec.WorkspaceID)
+		if err != nil {
+			return out, fmt.Errorf("ClusterHarnessAgentPolicy %s: %w", c.Name, err)
+		}
+		if len(errs) > 0 {
+			return out, fmt.Errorf("ClusterHarnessAgentPolicy %s: %w", c.Name, errs)
+		}
+		if l.Exceptions, _, err = bootstrap.ActiveExceptions(items, gatev1.ExceptionOfClusterPolicy, c.Name, bootstrap.ExceptionTarget{Cluster: c, NamespaceLabels: nsLabels}, now); err != nil {
+			return out, err
+		}
+		out.Cluster = append(out.Cluster, l)
+	}
+	return out, nil
 }
 
 // decide decides a case as the surfaces do: input that does not decode is refused with
-// input_invalid, anything else goes to the gate.
-func decide(g *gate.Gate, c testCase) gate.Decision {
+// input_invalid, anything else goes to the gate: a layered policy's layers as the case's pod
+// (its podLabels) selects them on the hook, all of them on the surfaces without a pod.
+func (b *builtPolicy) decide(c testCase) gate.Decision {
 	input, err := gate.RenderRawInput(c.Input)
 	if err != nil {
 		return gate.Refuse(gate.CodeInputInvalid, err.Error())
 	}
 	caller := gate.Caller{ServiceAccount: c.Caller.ServiceAccount, Pod: c.Caller.Pod, Agent: c.Caller.Agent}
-	return g.Decide(&gate.Call{Tool: c.Tool, Server: c.Server, Input: input, Surface: c.Surface, Session: c.Session, Cwd: c.Cwd, Caller: caller})
+	call := &gate.Call{Tool: c.Tool, Server: c.Server, Input: input, Surface: c.Surface, Session: c.Session, Cwd: c.Cwd, Caller: caller}
+	if b.g != nil {
+		return b.g.Decide(call)
+	}
+	var set *gate.LayerSet
+	if c.Surface == gate.SurfaceHook {
+		set, err = gate.NewLayerSet(b.idx, b.primary, b.layers, c.PodLabels)
+	} else {
+		set, err = gate.NewLayerSetNoPod(b.idx, b.primary, b.layers)
+	}
+	if err != nil {
+		se := &gate.SnapshotError{Code: gate.CodeSnapshotCorrupt, Reason: err.Error()}
+		errors.As(err, &se)
+		return gate.Refuse(se.Code, se.Reason)
+	}
+	return set.Compile().Decide(call)
 }

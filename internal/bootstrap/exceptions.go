@@ -106,3 +106,30 @@ func ExceptionOf(gex *gatev1.GateException) (gate.Exception, error) {
 		ExpiresAt: gex.Spec.ExpiresAt.UTC().Format(time.RFC3339),
 	}, nil
 }
+
+// ActiveExceptions are the exceptions among items (of one namespace) that name the policy of
+// this kind and name and that JudgeException finds Active at now, as the layers index carries
+// them, and when the first of them expires (zero for none). The controller and gatectl pick
+// a bundle's exceptions with it.
+func ActiveExceptions(items []gatev1.GateException, kind gatev1.ExceptionPolicyKind, name string, target ExceptionTarget, now time.Time) ([]gate.Exception, time.Time, error) {
+	var out []gate.Exception
+	var next time.Time
+	for i := range items {
+		gex := &items[i]
+		if ref := gex.Spec.PolicyRef; ref.Kind != kind || ref.Name != name || !gex.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if phase, _ := JudgeException(gex, target, now); phase != gatev1.ExceptionActive {
+			continue
+		}
+		e, err := ExceptionOf(gex)
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("GateException %s: %w", gex.Name, err)
+		}
+		if at := gex.Spec.ExpiresAt.Time; next.IsZero() || at.Before(next) {
+			next = at
+		}
+		out = append(out, e)
+	}
+	return out, next, nil
+}
