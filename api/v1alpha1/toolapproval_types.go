@@ -108,6 +108,11 @@ type ToolApprovalSpec struct {
 	// +kubebuilder:validation:MaxLength=256
 	Tool string `json:"tool"`
 
+	// clusterPolicy is the ClusterHarnessAgentPolicy whose layer's Ask held the call, when a cluster layer decided it (docs/fleet.md); empty when policy did. Approvers then need the verb approve on clusterharnessagentpolicies/<clusterPolicy> in this namespace instead: a namespace's approvers cannot lift a baseline's Ask.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	ClusterPolicy string `json:"clusterPolicy,omitempty"`
+
 	// rule is the rule whose Ask verdict held the call; empty when the policy's defaultAction did.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63

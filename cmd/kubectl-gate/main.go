@@ -251,7 +251,11 @@ func pending(ctx context.Context, c client.Client, ns string, now time.Time, std
 		if left := ta.Spec.ExpiresAt.Sub(now); left > 0 {
 			expires = duration.HumanDuration(left)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ta.Namespace, ta.Name, ta.Spec.Tool, ta.Spec.Policy, orNone(ta.Spec.Rule),
+		policy := ta.Spec.Policy
+		if ta.Spec.ClusterPolicy != "" {
+			policy = "ClusterHarnessAgentPolicy/" + ta.Spec.ClusterPolicy // its approvers answer it
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ta.Namespace, ta.Name, ta.Spec.Tool, policy, orNone(ta.Spec.Rule),
 			orNone(ta.Spec.SessionID), duration.HumanDuration(now.Sub(ta.CreationTimestamp.Time)), expires)
 	}
 	return w.Flush()

@@ -177,6 +177,11 @@ func (a *Store) Object(r Request) *gatev1.ToolApproval {
 	if len(reason) > 4096 {
 		reason = strings.ToValidUTF8(reason[:4096], "")
 	}
+	// A cluster layer's Ask is the cluster policy's to approve (ClusterPolicy).
+	clusterPolicy, ok := strings.CutPrefix(r.Decision.Layer, gate.LayerKindCluster+"/")
+	if !ok {
+		clusterPolicy = ""
+	}
 	return &gatev1.ToolApproval{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: a.Name(r.Surface, r.Session, r.ToolUseID, r.Tool, r.RawInput), Namespace: a.Namespace,
@@ -186,7 +191,7 @@ func (a *Store) Object(r Request) *gatev1.ToolApproval {
 			}},
 		},
 		Spec: gatev1.ToolApprovalSpec{
-			Surface: r.Surface, Policy: a.Policy, SessionID: r.Session, AgentID: r.Agent, ToolUseID: r.ToolUseID, Tool: r.Tool,
+			Surface: r.Surface, Policy: a.Policy, ClusterPolicy: clusterPolicy, SessionID: r.Session, AgentID: r.Agent, ToolUseID: r.ToolUseID, Tool: r.Tool,
 			Rule: r.Decision.Rule, Reason: reason, SnapshotDigest: r.Decision.SnapshotDigest, Input: in,
 			ExpiresAt: metav1.NewTime(r.ExpiresAt.UTC().Truncate(time.Second)),
 		},

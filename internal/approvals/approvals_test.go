@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/gate"
 )
 
 // TestApprovalName: one call, one name, readable and DNS-safe; another call, session, surface
@@ -60,5 +61,22 @@ func TestApprovalShowInput(t *testing.T) {
 	ta := a.Object(Request{Surface: gatev1.SurfaceHarness, ToolUseID: "ap_1", Tool: "deploy", RawInput: []byte(`{"env":"prod"}`), ExpiresAt: time.Now()})
 	if ta.Spec.Input.Preview != `{"env":"prod"}` || ta.Spec.Input.Truncated {
 		t.Fatalf("input %+v", ta.Spec.Input)
+	}
+}
+
+// TestApprovalRecordsTheClusterLayer: a call a cluster layer held records that cluster policy
+// (its approvers decide it); one the namespace policy held records none.
+func TestApprovalRecordsTheClusterLayer(t *testing.T) {
+	a := &Store{Namespace: "agents", Confirmer: "agents", ConfirmerUID: "uid-1", Policy: "coding-agents"}
+	for layer, want := range map[string]string{
+		"ClusterHarnessAgentPolicy/baseline":      "baseline",
+		"HarnessAgentPolicy/agents/coding-agents": "",
+		"": "",
+	} {
+		ta := a.Object(Request{Surface: gatev1.SurfaceHarness, ToolUseID: "ap_1", Tool: "deploy", RawInput: []byte(`{}`), ExpiresAt: time.Now(),
+			Decision: gate.Decision{Verdict: gate.Ask, Rule: "deploys-ask", Layer: layer}})
+		if ta.Spec.ClusterPolicy != want || ta.Spec.Policy != "coding-agents" {
+			t.Errorf("layer %q: clusterPolicy %q, policy %q; want %q, coding-agents", layer, ta.Spec.ClusterPolicy, ta.Spec.Policy, want)
+		}
 	}
 }

@@ -157,13 +157,18 @@ func (v *ApprovalValidator) decision(ctx context.Context, req admission.Request,
 // mayApprove asks the API server whether the requester may approve the approval's policy.
 func (v *ApprovalValidator) mayApprove(ctx context.Context, req admission.Request, ta *gatev1.ToolApproval) admission.Response {
 	u := req.UserInfo
+	resource, name := "harnessagentpolicies", ta.Spec.Policy
+	if ta.Spec.ClusterPolicy != "" {
+		// A cluster layer held the call: it is the cluster policy's to approve.
+		resource, name = "clusterharnessagentpolicies", ta.Spec.ClusterPolicy
+	}
 	attrs := &authorizationv1.ResourceAttributes{
 		Namespace: ta.Namespace,
 		Verb:      gatev1.ApproveVerb,
 		Group:     gatev1.GroupVersion.Group,
 		Version:   gatev1.GroupVersion.Version,
-		Resource:  "harnessagentpolicies",
-		Name:      ta.Spec.Policy,
+		Resource:  resource,
+		Name:      name,
 	}
 	review := &authorizationv1.LocalSubjectAccessReview{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ta.Namespace},
@@ -182,6 +187,11 @@ func (v *ApprovalValidator) mayApprove(ctx context.Context, req admission.Reques
 	verb := "approve"
 	if ta.Status.State == gatev1.ApprovalDenied {
 		verb = "deny"
+	}
+	if ta.Spec.ClusterPolicy != "" {
+		return refuse(http.StatusForbidden, metav1.StatusReasonForbidden, "status.state",
+			"user %s may not %s calls held by ClusterHarnessAgentPolicy %s: needs the verb approve on clusterharnessagentpolicies/%s in namespace %s",
+			u.Username, verb, name, name, ta.Namespace)
 	}
 	return refuse(http.StatusForbidden, metav1.StatusReasonForbidden, "status.state",
 		"user %s may not %s calls of policy %s/%s: needs the verb approve on harnessagentpolicies/%s in namespace %s (bind the ClusterRole %s)",

@@ -412,3 +412,46 @@ func TestDecisionRecordedAfterTheDeadline(t *testing.T) {
 		t.Fatalf("allowed %v: %+v", resp.Allowed, resp.Result)
 	}
 }
+
+// TestClusterLayerAskNeedsApproveOnTheClusterPolicy: a call a cluster layer held
+// (spec.clusterPolicy) is not the namespace's approvers' to answer: alice, who may approve the
+// namespace policy, is refused; a user with approve on the cluster policy in this namespace
+// decides it.
+func TestClusterLayerAskNeedsApproveOnTheClusterPolicy(t *testing.T) {
+	ctx := testutil.Context(t, time.Minute)
+	ns := approvalNamespace(ctx, t)
+	must(t, k8sClient.Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "baseline-approver"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{gatev1.GroupVersion.Group}, Resources: []string{"clusterharnessagentpolicies"}, ResourceNames: []string{"baseline"}, Verbs: []string{gatev1.ApproveVerb}},
+			{APIGroups: []string{gatev1.GroupVersion.Group}, Resources: []string{"toolapprovals/status"}, Verbs: []string{"get", "update"}},
+			{APIGroups: []string{gatev1.GroupVersion.Group}, Resources: []string{"toolapprovals"}, Verbs: []string{"get"}},
+		},
+	}))
+	bind(ctx, t, ns, "Role", "baseline-approver", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "platform-oncall"})
+	waitAllowed(ctx, t, "platform-oncall", ns, gatev1.ApproveVerb, "clusterharnessagentpolicies", "baseline")
+
+	ta := &gatev1.ToolApproval{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster-held", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: gatev1.GroupVersion.String(), Kind: "SessionConfirmer", Name: confirmer, UID: types.UID("0b7e4a5c-confirmer"), Controller: new(true),
+		}}},
+		Spec: gatev1.ToolApprovalSpec{
+			Surface: gatev1.SurfaceManagedAgents, Policy: "default", ClusterPolicy: "baseline", SessionID: "sesn_01", ToolUseID: "toolu_cluster", Tool: "web_fetch",
+			Rule: "fetch-asks", Reason: "the platform asks for fetches",
+			Input:     gatev1.ToolApprovalInput{Size: 2, SHA256: strings.Repeat("ab", 32)},
+			ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)),
+		},
+	}
+	must(t, k8sClient.Create(ctx, ta))
+	ta.Status.State = gatev1.ApprovalPending
+	must(t, asConfirmer(t, ns).Status().Update(ctx, ta))
+
+	refusedWith(t, decide(ctx, as(t, approver, ""), get(ctx, t, ta), gatev1.ApprovalApproved, "mine to approve"),
+		"may not approve calls held by ClusterHarnessAgentPolicy baseline: needs the verb approve on clusterharnessagentpolicies/baseline")
+	if err := decide(ctx, as(t, "platform-oncall", ""), get(ctx, t, ta), gatev1.ApprovalApproved, "the platform allows it once"); err != nil {
+		t.Fatalf("the cluster policy's approver was refused: %v", err)
+	}
+	if got := get(ctx, t, ta); got.Status.State != gatev1.ApprovalApproved || got.Status.Decision.User != "platform-oncall" {
+		t.Errorf("stored %s by %+v", got.Status.State, got.Status.Decision)
+	}
+}
