@@ -1,13 +1,11 @@
 package controllers
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -85,9 +83,7 @@ func (r *HarnessAgentPolicyReconciler) clusterLayers(ctx context.Context, p *gat
 		}
 		out = append(out, l)
 	}
-	slices.SortFunc(out, func(a, b bootstrap.ClusterLayer) int {
-		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Name, b.Name))
-	})
+	bootstrap.SortClusterLayers(out) // a deterministic order for the bundle memo's fingerprint
 	return out, nil
 }
 

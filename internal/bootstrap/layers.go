@@ -183,15 +183,21 @@ func layerFiles(data map[string]string) []string {
 	return keys
 }
 
+// SortClusterLayers sorts layers into report order (priority, then name), the order the
+// layers index has them in.
+func SortClusterLayers(layers []ClusterLayer) {
+	slices.SortFunc(layers, func(a, b ClusterLayer) int {
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Name, b.Name))
+	})
+}
+
 // layerNames are the layers' names in report order (priority, then name), as the index has them.
 func layerNames(layers []ClusterLayer) []string {
 	if len(layers) == 0 {
 		return nil
 	}
 	sorted := slices.Clone(layers)
-	slices.SortFunc(sorted, func(a, b ClusterLayer) int {
-		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Name, b.Name))
-	})
+	SortClusterLayers(sorted)
 	names := make([]string, 0, len(sorted))
 	for _, l := range sorted {
 		names = append(names, l.Name)
