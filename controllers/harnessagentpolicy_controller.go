@@ -119,6 +119,12 @@ func (r *HarnessAgentPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 		// should not queue behind thousands of re-resolutions that mostly find nothing new.
 		result = ctrl.Result{RequeueAfter: max(want.resolution.Next.Sub(r.Clock.Now()), time.Second), Priority: ptr.To(handler.LowPriority)}
 	}
+	if !observed.ceilingsNext.IsZero() {
+		// A ceiling's hosts are re-resolved by the reconciles of the policies under it.
+		if until := max(observed.ceilingsNext.Sub(r.Clock.Now()), time.Second); result.RequeueAfter == 0 || until < result.RequeueAfter {
+			result = ctrl.Result{RequeueAfter: until, Priority: ptr.To(handler.LowPriority)}
+		}
+	}
 	if !observed.nextExpiry.IsZero() {
 		// The bundle drops an exception just after it expires (the gate stopped honouring it then).
 		if until := observed.nextExpiry.Sub(r.Clock.Now()) + time.Second; result.RequeueAfter == 0 || until < result.RequeueAfter {
@@ -143,6 +149,8 @@ type observedState struct {
 	resolution    *egress.Resolution           // the allowed hosts' addresses; nil when it allows none
 	layers        bootstrap.Layers             // the cluster policies selecting the namespace, and the active exceptions
 	nextExpiry    time.Time                    // when the first exception in layers expires; zero for none
+	ceilings      []egress.Ceiling             // the egress ceilings of the cluster policies selecting the namespace
+	ceilingsNext  time.Time                    // when the ceilings' hosts are due to be resolved again; zero for none
 }
 
 func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.HarnessAgentPolicy) (*observedState, error) {
@@ -170,6 +178,9 @@ func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.Har
 	if o.others, err = r.mayShadow(ctx, p, len(o.podLabels) > 0); err != nil {
 		return nil, fmt.Errorf("reading the NetworkPolicies that may shadow %s: %w", networkPolicyName(p), err)
 	}
+	if o.ceilings, o.ceilingsNext, err = r.ceilings(ctx, p); err != nil {
+		return nil, err
+	}
 	o.resolution = r.resolve(ctx, p)
 	return o, nil
 }
@@ -185,6 +196,8 @@ type desiredState struct {
 	// resolution is set when the policy allows hosts.
 	resolution *egress.Resolution
 	shadowing  []string
+	// ceilings fingerprints the egress ceilings the NetworkPolicy is rendered within; "" for none.
+	ceilings string
 }
 
 func (r *HarnessAgentPolicyReconciler) compute(p *gatev1.HarnessAgentPolicy, o *observedState) (*desiredState, error) {

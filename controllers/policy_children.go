@@ -64,6 +64,9 @@ func (r *HarnessAgentPolicyReconciler) apply(ctx context.Context, p *gatev1.Harn
 		WithLabels(childLabels(p)).
 		WithOwnerReferences(controllerReference(p, "HarnessAgentPolicy")).
 		WithSpec(want.egress.Spec)
+	if want.ceilings != "" {
+		np.WithAnnotations(map[string]string{gatev1.AnnotationEgressCeilings: want.ceilings})
+	}
 	ac, err := withEmptyEgress(np)
 	if err == nil {
 		err = r.Client.Apply(ctx, ac, client.FieldOwner(gatev1.FieldManager), client.ForceOwnership)
@@ -132,7 +135,7 @@ func configMapMatches(cm *corev1.ConfigMap, p *gatev1.HarnessAgentPolicy, bundle
 }
 
 func networkPolicyMatches(np *networkingv1.NetworkPolicy, p *gatev1.HarnessAgentPolicy, want *desiredState) bool {
-	if np == nil || !ownedBy(np, p) {
+	if np == nil || !ownedBy(np, p) || np.Annotations[gatev1.AnnotationEgressCeilings] != want.ceilings {
 		return false
 	}
 	raw, err := json.Marshal(want.egress.Spec)

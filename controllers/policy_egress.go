@@ -2,8 +2,13 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -11,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -34,16 +40,19 @@ const resolveConcurrency = 8
 // egress is applied once its rules can be published.
 func (r *HarnessAgentPolicyReconciler) computeEgress(p *gatev1.HarnessAgentPolicy, o *observedState, want *desiredState) {
 	want.shadowing = shadowingPolicies(&p.Spec.PodSelector, o.others, o.podLabels)
+	want.ceilings = ceilingsFingerprint(o.ceilings)
 	if want.build.HeldBack() {
 		neverCompiled := want.build.Snapshot.Invalid != ""
-		if np := o.networkPolicy; !neverCompiled && np != nil && ownedBy(np, p) {
+		// A NetworkPolicy rendered under other ceilings than those in force is not kept: a
+		// ceiling tightened while the policy's rules cannot be published still applies.
+		if np := o.networkPolicy; !neverCompiled && np != nil && ownedBy(np, p) && np.Annotations[gatev1.AnnotationEgressCeilings] == want.ceilings {
 			want.egressKept = true
 			want.egress = egress.Egress{Mode: egress.ModeOf(np.Spec.Egress, r.Canary)}
 			return
 		}
 		denyAll := p.Spec.DeepCopy()
 		denyAll.Egress = gatev1.EgressSpec{}
-		want.egress = egress.RenderEgress(denyAll, nil, r.DNS, r.Canary, nil)
+		want.egress = egress.RenderEgress(denyAll, nil, r.DNS, r.Canary, nil, nil)
 		return
 	}
 	want.resolution = o.resolution
@@ -51,11 +60,14 @@ func (r *HarnessAgentPolicyReconciler) computeEgress(p *gatev1.HarnessAgentPolic
 	if want.resolution != nil {
 		hosts = want.resolution.Hosts
 	}
-	want.egress = egress.RenderEgress(&p.Spec, hosts, r.DNS, r.Canary, r.ClusterCIDRs)
+	want.egress = egress.RenderEgress(&p.Spec, hosts, r.DNS, r.Canary, r.ClusterCIDRs, o.ceilings)
 }
 
-// policyHosts is the resolution state of one policy's allowed hosts, kept between reconciles.
+// policyHosts is the resolution state of one policy's allowed hosts (or one cluster policy's
+// ceiling hosts), kept between reconciles. mu serialises its resolutions: a ceiling's hosts are
+// resolved by the reconciles of every namespace policy under it, concurrently.
 type policyHosts struct {
+	mu    sync.Mutex
 	cache egress.HostAddresses
 	hosts []string
 	last  egress.Resolution
@@ -65,9 +77,14 @@ type policyHosts struct {
 // due (at the records' TTL, within the floor and cap) or when the host list changed. It runs
 // inside the reconcile; the requeue brings the next resolution.
 func (r *HarnessAgentPolicyReconciler) resolve(ctx context.Context, p *gatev1.HarnessAgentPolicy) *egress.Resolution {
-	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
-	hosts := make([]string, 0, len(p.Spec.Egress.AllowedHosts))
-	for _, h := range p.Spec.Egress.AllowedHosts {
+	return r.resolveHosts(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, p.Spec.Egress.AllowedHosts)
+}
+
+// resolveHosts resolves the hosts kept under key: a namespace policy's namespace and name, or a
+// cluster policy's name alone (its ceiling's hosts).
+func (r *HarnessAgentPolicyReconciler) resolveHosts(ctx context.Context, key types.NamespacedName, allowed []gatev1.Hostname) *egress.Resolution {
+	hosts := make([]string, 0, len(allowed))
+	for _, h := range allowed {
 		hosts = append(hosts, string(h))
 	}
 	slices.Sort(hosts)
@@ -87,6 +104,8 @@ func (r *HarnessAgentPolicyReconciler) resolve(ctx context.Context, p *gatev1.Ha
 		r.hosts[key] = st
 	}
 	r.mu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
 
 	now := r.Clock.Now()
 	if !st.cache.Due(now) && slices.Equal(st.hosts, hosts) {
@@ -115,14 +134,90 @@ func (r *HarnessAgentPolicyReconciler) resolve(ctx context.Context, p *gatev1.Ha
 	for i, h := range hosts {
 		results[h] = records[i]
 	}
-	r.mu.Lock()
 	st.hosts = hosts
 	before := len(st.last.Addresses)
 	st.last = st.cache.Update(now, hosts, results, r.MinResolve, r.MaxResolve)
 	res := st.last
+	r.mu.Lock()
 	r.addAddresses(len(st.last.Addresses) - before)
 	r.mu.Unlock()
 	return &res
+}
+
+// ceilings returns the egress ceilings of the cluster policies selecting the policy's namespace
+// (whatever their podSelector: the NetworkPolicy selects by the namespace policy's pods, and
+// bounding more pods than a ceiling selects is the safe side), their hosts resolved when due,
+// and when the first of them is due again.
+func (r *HarnessAgentPolicyReconciler) ceilings(ctx context.Context, p *gatev1.HarnessAgentPolicy) ([]egress.Ceiling, time.Time, error) {
+	if !r.ClusterPolicies {
+		return nil, time.Time{}, nil
+	}
+	var list gatev1.ClusterHarnessAgentPolicyList
+	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, time.Time{}, fmt.Errorf("listing ClusterHarnessAgentPolicies: %w", err)
+	}
+	r.forgetCeilingsBut(list.Items)
+	var out []egress.Ceiling
+	var next time.Time
+	var nsLabels map[string]string
+	for i := range list.Items {
+		c := &list.Items[i]
+		if c.Spec.Egress == nil || !c.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if nsLabels == nil {
+			var err error
+			if nsLabels, err = namespaceLabels(ctx, r.Client, p.Namespace); err != nil {
+				return nil, time.Time{}, err
+			}
+		}
+		if !selectsNamespace(c, nsLabels) {
+			continue
+		}
+		ceiling := egress.Ceiling{Policy: c.Name, Spec: c.Spec.Egress}
+		if res := r.resolveHosts(ctx, types.NamespacedName{Name: c.Name}, c.Spec.Egress.AllowedHosts); res != nil {
+			ceiling.HostAddrs = res.Hosts
+			if next.IsZero() || res.Next.Before(next) {
+				next = res.Next
+			}
+		}
+		out = append(out, ceiling)
+	}
+	return out, next, nil
+}
+
+// forgetCeilingsBut drops the resolution state of ceilings whose cluster policy is gone or has
+// no ceiling hosts any more.
+func (r *HarnessAgentPolicyReconciler) forgetCeilingsBut(current []gatev1.ClusterHarnessAgentPolicy) {
+	keep := map[string]bool{}
+	for i := range current {
+		if e := current[i].Spec.Egress; e != nil && len(e.AllowedHosts) > 0 {
+			keep[current[i].Name] = true
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key, st := range r.hosts {
+		if key.Namespace == "" && !keep[key.Name] {
+			delete(r.hosts, key)
+			r.addAddresses(-len(st.last.Addresses))
+		}
+	}
+}
+
+// ceilingsFingerprint identifies the ceilings a NetworkPolicy was rendered within (their
+// policies and egress specs), so one kept while its policy's rules cannot be published is kept
+// only under the ceilings it was rendered for.
+func ceilingsFingerprint(ceilings []egress.Ceiling) string {
+	if len(ceilings) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, c := range ceilings {
+		spec, _ := json.Marshal(c.Spec) // plain structs always marshal
+		fmt.Fprintf(h, "%s\x00%s\x00", c.Policy, spec)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // forgetHosts drops a policy's resolution state (it allows no hosts any more).

@@ -89,6 +89,10 @@ func egressCondition(p *gatev1.HarnessAgentPolicy, want *desiredState, applied p
 			msgs = append(msgs, rejectedMessage(want.egress.Rejected))
 		}
 		return cond(false, reason, strings.Join(msgs, "; "))
+	case len(want.egress.OutsideCeiling) > 0:
+		return cond(false, gatev1.ReasonOutsideCeiling,
+			fmt.Sprintf("NetworkPolicy %s leaves out %s: outside the egress ceiling of ClusterHarnessAgentPolicy %s, and not reachable; ask the platform team to widen the ceiling, or drop them from spec.egress",
+				npName, strings.Join(want.egress.OutsideCeiling, ", "), strings.Join(want.egress.Ceilings, ", ")))
 	case want.egress.Mode == gatev1.EgressModeAllowList:
 		return cond(true, gatev1.ReasonEnforced, fmt.Sprintf("NetworkPolicy %s allows DNS and %d addresses and %d CIDRs", npName, want.egress.Addresses, len(p.Spec.Egress.AllowedCIDRs)))
 	}
@@ -131,7 +135,8 @@ func (r *HarnessAgentPolicyReconciler) writeStatus(ctx context.Context, p *gatev
 	}
 	next.BootstrapConfigMap = bootstrap.ConfigMapName(p.Name)
 	next.NetworkPolicy = networkPolicyName(p)
-	eg := &gatev1.EgressStatus{Mode: want.egress.Mode, Addresses: int32(want.egress.Addresses)}
+	eg := &gatev1.EgressStatus{Mode: want.egress.Mode, Addresses: int32(want.egress.Addresses),
+		Ceilings: want.egress.Ceilings, OutsideCeiling: want.egress.OutsideCeiling}
 	if want.egressKept && p.Status.Egress != nil {
 		// The NetworkPolicy in force is the one the last status described; nothing is resolved
 		// for it until the rules compile.

@@ -56,6 +56,10 @@ type ClusterHarnessAgentPolicySpec struct {
 	// +kubebuilder:default=Fail
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
 
+	// egress is a ceiling on the egress of the sandbox pods in the selected namespaces, whatever its podSelector: each namespace policy's NetworkPolicy there allows only the intersection of its own destinations and ports with those of every ceiling selecting its namespace, and this ceiling's deniedCIDRs are carved out of all of them. No allowedHosts and no allowedCIDRs is a ceiling of nothing: all egress denied. A tenant NetworkPolicy there that would let a pod reach beyond the ceiling is refused at admission. Absent, the policy sets no ceiling.
+	// +optional
+	Egress *EgressSpec `json:"egress,omitempty"`
+
 	// exceptions says in which namespaces GateExceptions may lift this policy's rules, and for how long at most. Absent, none may.
 	// +optional
 	Exceptions *ClusterExceptionPolicy `json:"exceptions,omitempty"`

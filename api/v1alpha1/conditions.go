@@ -34,6 +34,9 @@ const (
 	ReasonHostsUnresolved   = "HostsUnresolved"
 	ReasonAddressesRejected = "AddressesRejected"
 	ReasonShadowedByPolicy  = "ShadowedByPolicy"
+	// ReasonOutsideCeiling: destinations or ports the policy lists lie outside the egress
+	// ceiling of a ClusterHarnessAgentPolicy selecting its namespace, and are not reachable.
+	ReasonOutsideCeiling = "OutsideCeiling"
 )
 
 // Condition reasons of SessionConfirmer.
@@ -75,6 +78,9 @@ const (
 	LabelConfirmer = "gate.intutic.io/confirmer"
 	// AnnotationBootstrapHash carries the bootstrap hash on the bootstrap ConfigMap.
 	AnnotationBootstrapHash = "gate.intutic.io/bootstrap-hash"
+	// AnnotationEgressCeilings on an egress NetworkPolicy identifies the egress ceilings it was
+	// rendered within; absent when none bounds it.
+	AnnotationEgressCeilings = "gate.intutic.io/egress-ceilings"
 	// FieldManager is the server-side apply field manager of the operator.
 	FieldManager = "gate-operator"
 )

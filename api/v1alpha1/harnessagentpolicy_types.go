@@ -255,6 +255,16 @@ type EgressStatus struct {
 	// +optional
 	Addresses int32 `json:"addresses,omitempty"`
 
+	// ceilings are the ClusterHarnessAgentPolicies whose egress ceiling bounds this NetworkPolicy, by name.
+	// +optional
+	// +listType=atomic
+	Ceilings []string `json:"ceilings,omitempty"`
+
+	// outsideCeiling are the destinations and ports of spec.egress that a ceiling leaves out; they are not reachable.
+	// +optional
+	// +listType=atomic
+	OutsideCeiling []string `json:"outsideCeiling,omitempty"`
+
 	// When the hosts are resolved again is not status: it changes on every resolution, and
 	// writing it would cost every policy with hosts a write per resolution. The reconciler's
 	// requeue keeps it.

@@ -118,6 +118,11 @@ func (in *ClusterHarnessAgentPolicySpec) DeepCopyInto(out *ClusterHarnessAgentPo
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.Egress != nil {
+		in, out := &in.Egress, &out.Egress
+		*out = new(EgressSpec)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.Exceptions != nil {
 		in, out := &in.Exceptions, &out.Exceptions
 		*out = new(ClusterExceptionPolicy)
@@ -197,6 +202,16 @@ func (in *EgressStatus) DeepCopyInto(out *EgressStatus) {
 	*out = *in
 	if in.UnresolvedHosts != nil {
 		in, out := &in.UnresolvedHosts, &out.UnresolvedHosts
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.Ceilings != nil {
+		in, out := &in.Ceilings, &out.Ceilings
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.OutsideCeiling != nil {
+		in, out := &in.OutsideCeiling, &out.OutsideCeiling
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}

@@ -46,7 +46,7 @@ func TestEveryPolicyAllowsTheCanaryControl(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			hosts := map[string][]netip.Addr{"github.com": {netip.MustParseAddr("140.82.112.3")}}
-			spec := applied(t, RenderEgress(&gatev1.HarnessAgentPolicySpec{Egress: e}, hosts, DefaultDNSSelector, testCanary, nil))
+			spec := applied(t, RenderEgress(&gatev1.HarnessAgentPolicySpec{Egress: e}, hosts, DefaultDNSSelector, testCanary, nil, nil))
 			n := 0
 			for _, r := range spec.Egress {
 				if testCanary.IsRule(r) {
@@ -99,7 +99,7 @@ func TestIsRuleIsExact(t *testing.T) {
 }
 
 func TestNoCanaryRendersNoRule(t *testing.T) {
-	spec := applied(t, RenderEgress(&gatev1.HarnessAgentPolicySpec{}, nil, DefaultDNSSelector, Canary{}, nil))
+	spec := applied(t, RenderEgress(&gatev1.HarnessAgentPolicySpec{}, nil, DefaultDNSSelector, Canary{}, nil, nil))
 	if len(spec.Egress) != 0 {
 		t.Fatalf("without a canary, deny-all renders %+v", spec.Egress)
 	}

@@ -82,6 +82,10 @@ type Egress struct {
 	Dropped []string
 	// Rejected are the resolved addresses that may not become destinations, by host.
 	Rejected []RejectedAddress
+	// Ceilings name the cluster policies whose egress ceiling bounds the policy.
+	Ceilings []string
+	// OutsideCeiling are the spec's destinations and ports a ceiling left out.
+	OutsideCeiling []string
 }
 
 // RejectedAddress is a DNS answer for an allowed host that points where a name may not lead.
@@ -101,14 +105,16 @@ var (
 )
 
 // RenderEgress renders the egress NetworkPolicy of a policy from its spec and the addresses its
-// hosts resolved to. Every policy allows the canary's control port (egress-wait's positive
-// control; Canary). With no hosts and no CIDRs it denies all other egress, DNS included. Otherwise
-// it allows DNS to the cluster DNS pods only, and TCP on the spec's ports to the resolved
-// addresses (as /32 and /128) and the allowed CIDRs, with every denied range carved out. A
-// resolved address that is not a global unicast address, or lies in a denied range or (unless
-// an allowed CIDR covers it) in the cluster's Service and Pod ranges, is rejected. The output
-// is sorted, so unchanged inputs render identical specs.
-func RenderEgress(spec *gatev1.HarnessAgentPolicySpec, hostAddrs map[string][]netip.Addr, dns DNSSelector, canary Canary, cluster []netip.Prefix) Egress {
+// hosts resolved to, within the egress ceilings of the cluster policies selecting its namespace.
+// Every policy allows the canary's control port (egress-wait's positive control; Canary). With no
+// hosts and no CIDRs, or under a ceiling that allows nothing, it denies all other egress, DNS
+// included. Otherwise it allows DNS to the cluster DNS pods only, and TCP on the spec's ports to
+// the resolved addresses (as /32 and /128) and the allowed CIDRs, narrowed to what every ceiling
+// allows (destinations and ports), with every denied range (the spec's, the ceilings' and the
+// metadata ranges) carved out. A resolved address that is not a global unicast address, or lies
+// in a denied range or (unless an allowed CIDR covers it) in the cluster's Service and Pod
+// ranges, is rejected. The output is sorted, so unchanged inputs render identical specs.
+func RenderEgress(spec *gatev1.HarnessAgentPolicySpec, hostAddrs map[string][]netip.Addr, dns DNSSelector, canary Canary, cluster []netip.Prefix, ceilings []Ceiling) Egress {
 	np := networkingv1ac.NetworkPolicySpec().
 		WithPodSelector(labelSelector(spec.PodSelector)).
 		WithPolicyTypes("Egress")
@@ -117,11 +123,18 @@ func RenderEgress(spec *gatev1.HarnessAgentPolicySpec, hostAddrs map[string][]ne
 	if canary.enabled() {
 		np.WithEgress(canary.rule())
 	}
+	out := Egress{Spec: np, Mode: gatev1.EgressModeDenyAll, Ceilings: ceilingNames(ceilings)}
 	if IsDenyAll(&spec.Egress) {
-		return Egress{Spec: np, Mode: gatev1.EgressModeDenyAll}
+		return out
 	}
-	denied := deniedPrefixes(&spec.Egress)
-	out := Egress{Mode: gatev1.EgressModeAllowList}
+	for _, c := range ceilings {
+		if IsDenyAll(c.Spec) {
+			out.OutsideCeiling = []string{"every destination: the ceiling of ClusterHarnessAgentPolicy " + c.Policy + " allows none"}
+			return out
+		}
+	}
+	denied := deniedWithin(&spec.Egress, ceilings)
+	out.Mode = gatev1.EgressModeAllowList
 
 	dnsPeer := networkingv1ac.NetworkPolicyPeer().
 		WithNamespaceSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{corev1.LabelMetadataName: dns.Namespace})).
@@ -131,11 +144,7 @@ func RenderEgress(spec *gatev1.HarnessAgentPolicySpec, hostAddrs map[string][]ne
 		WithPorts(port(corev1.ProtocolUDP, 53), port(corev1.ProtocolTCP, 53)))
 
 	var cidrs, droppedCIDRs []netip.Prefix
-	raw := make([]string, 0, len(spec.Egress.AllowedCIDRs))
-	for _, c := range spec.Egress.AllowedCIDRs {
-		raw = append(raw, string(c))
-	}
-	for _, p := range canonicalPrefixes(raw) {
+	for _, p := range allowedPrefixes(&spec.Egress) {
 		if slices.ContainsFunc(denied, func(d netip.Prefix) bool { return within(p, d) }) {
 			droppedCIDRs = append(droppedCIDRs, p)
 			continue
@@ -143,7 +152,7 @@ func RenderEgress(spec *gatev1.HarnessAgentPolicySpec, hostAddrs map[string][]ne
 		cidrs = append(cidrs, p)
 	}
 
-	var hosts []netip.Prefix
+	hosts := map[string][]netip.Prefix{}
 	for _, host := range slices.Sorted(maps.Keys(hostAddrs)) {
 		for _, a := range hostAddrs[host] {
 			a = a.Unmap()
@@ -155,22 +164,30 @@ func RenderEgress(spec *gatev1.HarnessAgentPolicySpec, hostAddrs map[string][]ne
 				}
 				continue
 			}
-			hosts = append(hosts, netip.PrefixFrom(a, a.BitLen()))
+			hosts[host] = append(hosts[host], netip.PrefixFrom(a, a.BitLen()))
 		}
 	}
-	slices.SortFunc(hosts, comparePrefix)
-	hosts = slices.Compact(hosts)
-	out.Addresses = len(hosts)
 	for _, p := range droppedCIDRs {
 		out.Dropped = append(out.Dropped, p.String())
 	}
 
-	// Hosts that resolved to nothing and CIDRs that are all denied leave no destination; a
-	// rule without destinations would allow every destination, so then there is none.
-	dests := slices.Concat(hosts, cidrs)
-	slices.SortFunc(dests, comparePrefix)
-	dests = slices.Compact(dests)
-	if len(dests) > 0 {
+	dests, ports, outside := withinCeilings(&spec.Egress, hosts, cidrs, ceilings, denied, cluster)
+	out.OutsideCeiling = outside
+	var allowedHosts []netip.Prefix
+	for _, ps := range hosts {
+		for _, p := range ps {
+			if slices.ContainsFunc(dests, func(d netip.Prefix) bool { return within(p, d) }) {
+				allowedHosts = append(allowedHosts, p)
+			}
+		}
+	}
+	slices.SortFunc(allowedHosts, comparePrefix)
+	out.Addresses = len(slices.Compact(allowedHosts))
+
+	// Hosts that resolved to nothing, CIDRs that are all denied and ceilings that leave nothing
+	// leave no destination; a rule without destinations would allow every destination, so then
+	// there is none.
+	if len(dests) > 0 && len(ports) > 0 {
 		rule := networkingv1ac.NetworkPolicyEgressRule()
 		for _, d := range dests {
 			block := networkingv1ac.IPBlock().WithCIDR(d.String())
@@ -181,17 +198,11 @@ func RenderEgress(spec *gatev1.HarnessAgentPolicySpec, hostAddrs map[string][]ne
 			}
 			rule.WithTo(networkingv1ac.NetworkPolicyPeer().WithIPBlock(block))
 		}
-		ports := slices.Clone(spec.Egress.Ports)
-		if len(ports) == 0 {
-			ports = []int32{443}
-		}
-		slices.Sort(ports)
-		for _, p := range slices.Compact(ports) {
+		for _, p := range ports {
 			rule.WithPorts(port(corev1.ProtocolTCP, p))
 		}
 		np.WithEgress(rule)
 	}
-	out.Spec = np
 	return out
 }
 

@@ -42,7 +42,7 @@ func blockList(e Egress) string {
 // platform endpoint the clouds put next to a pod, under both families.
 func TestCarveOutsUnderDefaultRoutes(t *testing.T) {
 	spec := &gatev1.HarnessAgentPolicySpec{Egress: gatev1.EgressSpec{AllowedCIDRs: []gatev1.CIDR{"0.0.0.0/0", "::/0"}, Ports: []int32{443}}}
-	blocks := egressBlocks(RenderEgress(spec, nil, DefaultDNSSelector, testCanary, nil))
+	blocks := egressBlocks(RenderEgress(spec, nil, DefaultDNSSelector, testCanary, nil, nil))
 	want := map[string][]string{
 		"0.0.0.0/0": {"100.100.100.200/32", "168.63.129.16/32", "169.254.0.0/16", "169.254.169.254/32"},
 		"::/0":      {"fd00:ec2::23/128", "fd00:ec2::254/128", "fd20:ce::254/128", "fe80::/10"},
@@ -115,7 +115,7 @@ func TestRenderEgressDropsInternalAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := RenderEgress(spec, hosts, DefaultDNSSelector, testCanary, cluster)
+	e := RenderEgress(spec, hosts, DefaultDNSSelector, testCanary, cluster, nil)
 	if got := blockList(e); got != "10.244.0.0/16 10.244.3.4/32 192.0.2.7/32 2001:db8::7/128 64:ff9b::c000:208/128" {
 		t.Fatalf("ipBlocks %s: want only the allowed CIDR and the public addresses", got)
 	}
@@ -191,7 +191,7 @@ func TestRenderEgress(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := &gatev1.HarnessAgentPolicySpec{PodSelector: selector, Egress: tc.egress}
 			hosts := map[string][]netip.Addr{"allowed.example": tc.addrs}
-			e := RenderEgress(spec, hosts, DefaultDNSSelector, testCanary, nil)
+			e := RenderEgress(spec, hosts, DefaultDNSSelector, testCanary, nil, nil)
 			got, err := yaml.Marshal(e.Spec)
 			if err != nil {
 				t.Fatal(err)
@@ -200,7 +200,7 @@ func TestRenderEgress(t *testing.T) {
 			if strings.Join(e.Dropped, ",") != strings.Join(tc.dropped, ",") {
 				t.Errorf("dropped %v, want %v", e.Dropped, tc.dropped)
 			}
-			again, _ := yaml.Marshal(RenderEgress(spec, map[string][]netip.Addr{"allowed.example": append([]netip.Addr{}, tc.addrs...)}, DefaultDNSSelector, testCanary, nil).Spec)
+			again, _ := yaml.Marshal(RenderEgress(spec, map[string][]netip.Addr{"allowed.example": append([]netip.Addr{}, tc.addrs...)}, DefaultDNSSelector, testCanary, nil, nil).Spec)
 			if !bytes.Equal(got, again) {
 				t.Error("rendering is not stable")
 			}
