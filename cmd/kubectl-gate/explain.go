@@ -47,6 +47,13 @@ func explain(ctx context.Context, c client.Client, key client.ObjectKey, tool, i
 		switch err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: policy}, p); {
 		case err == nil && p.Status.Egress != nil:
 			fmt.Fprintf(stdout, "Egress:    %s, NetworkPolicy %s (%d addresses allowed)\n", p.Status.Egress.Mode, p.Status.NetworkPolicy, p.Status.Egress.Addresses)
+			if eg := p.Status.Egress; len(eg.Ceilings) > 0 {
+				fmt.Fprintf(stdout, "Ceiling:   %s", strings.Join(eg.Ceilings, ", "))
+				if len(eg.OutsideCeiling) > 0 {
+					fmt.Fprintf(stdout, " (leaves out %s)", strings.Join(eg.OutsideCeiling, ", "))
+				}
+				fmt.Fprintln(stdout)
+			}
 		case err != nil && !apierrors.IsNotFound(err):
 			return err
 		}
