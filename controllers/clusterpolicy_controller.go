@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,10 +31,14 @@ import (
 // ClusterHarnessAgentPolicyReconciler reports a cluster policy's state: whether its rules
 // compiled, the digest of its snapshot, and how many namespaces and pods it governs. Its layer
 // reaches the pods through the namespace policies' bundles, which HarnessAgentPolicyReconciler
-// renders; this controller writes nothing but status.
+// renders, and the namespaces' baseline bundles, which BaselineReconciler renders; this
+// controller writes nothing but status.
 type ClusterHarnessAgentPolicyReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+	// ManagerNamespace is the manager's own namespace, which has no baseline bundle
+	// (BaselineReconciler's).
+	ManagerNamespace string
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -101,13 +104,20 @@ func (r *ClusterHarnessAgentPolicyReconciler) compile(c *gatev1.ClusterHarnessAg
 	return newCondition(c, gatev1.ConditionRulesCompiled, true, gatev1.ReasonCompiled, fmt.Sprintf("%d rules compiled", len(c.Spec.Rules))), nil
 }
 
-// governed counts the namespaces whose bundles carry the layer (selected, with at least one
-// namespace policy) and the pods of those namespaces it decides for: those a namespace policy
-// there selects (they mount its bundle) that match the layer's podSelector.
+// governed counts the namespaces the layer is in force in and the pods there it decides for.
+// Every namespace the namespaceSelector selects has the layer in its baseline bundle (but the
+// system namespaces and the manager's, which get no baseline: BaselineReconciler) and in the
+// bundles of its namespace policies. Its pods are those that mount one of these bundles (a
+// namespace policy selects them, or the injection labelled them gatev1.LabelBaseline for the
+// baseline) and that the layer's podSelector selects.
 func (r *ClusterHarnessAgentPolicyReconciler) governed(ctx context.Context, c *gatev1.ClusterHarnessAgentPolicy) (namespaces, pods int32, err error) {
 	podSel, err := metav1.LabelSelectorAsSelector(&c.Spec.PodSelector)
 	if err != nil {
 		return 0, 0, nil // no layer: it governs nothing (compile says why)
+	}
+	nsSel, err := metav1.LabelSelectorAsSelector(&c.Spec.NamespaceSelector)
+	if err != nil {
+		return 0, 0, nil // it selects no namespace (compile says why)
 	}
 	var policies gatev1.HarnessAgentPolicyList
 	if err := r.Client.List(ctx, &policies, client.UnsafeDisableDeepCopy); err != nil {
@@ -120,26 +130,25 @@ func (r *ClusterHarnessAgentPolicyReconciler) governed(ctx context.Context, c *g
 			byNamespace[p.Namespace] = append(byNamespace[p.Namespace], sel)
 		}
 	}
-	for ns, selectors := range byNamespace {
-		nsLabels, err := namespaceLabels(ctx, r.Client, ns)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return 0, 0, err
-		}
-		if !selectsNamespace(c, nsLabels) {
+	selected := &metav1.PartialObjectMetadataList{}
+	selected.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+	if err := r.Client.List(ctx, selected, client.MatchingLabelsSelector{Selector: nsSel}, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, 0, fmt.Errorf("listing namespaces: %w", err)
+	}
+	for _, ns := range selected.Items {
+		selectors := byNamespace[ns.Name]
+		if !baselineNamespace(ns.Name, r.ManagerNamespace) && len(selectors) == 0 {
 			continue
 		}
 		namespaces++
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
-		if err := r.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-			return 0, 0, fmt.Errorf("listing the pods of namespace %s: %w", ns, err)
+		if err := r.Client.List(ctx, list, client.InNamespace(ns.Name), client.UnsafeDisableDeepCopy); err != nil {
+			return 0, 0, fmt.Errorf("listing the pods of namespace %s: %w", ns.Name, err)
 		}
 		for _, pod := range list.Items {
 			set := labels.Set(pod.Labels)
-			if podSel.Matches(set) && anyMatches(selectors, set) {
+			if podSel.Matches(set) && (anyMatches(selectors, set) || set[gatev1.LabelBaseline] == "true") {
 				pods++
 			}
 		}

@@ -247,7 +247,7 @@ func shadowingPolicies(governed *metav1.LabelSelector, others []networkingv1.Net
 	}
 	var names []string
 	for _, np := range others {
-		if !allowsEgress(&np) {
+		if !egress.AllowsEgress(&np) {
 			continue
 		}
 		theirs, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
@@ -260,16 +260,6 @@ func shadowingPolicies(governed *metav1.LabelSelector, others []networkingv1.Net
 	}
 	slices.Sort(names)
 	return names
-}
-
-func allowsEgress(np *networkingv1.NetworkPolicy) bool {
-	if len(np.Spec.Egress) == 0 {
-		return false
-	}
-	if len(np.Spec.PolicyTypes) == 0 {
-		return true // with egress rules, Egress is implied
-	}
-	return slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
 }
 
 // selectsAll reports whether a pod selector selects every pod in its namespace.

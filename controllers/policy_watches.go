@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/egress"
 )
 
 // The watches of NetworkPolicies and pods enqueue only the policies whose shadowing an event
@@ -26,7 +27,7 @@ import (
 // owner (Owns), not every policy in the namespace.
 func (r *HarnessAgentPolicyReconciler) policiesShadowedBy(ctx context.Context, obj client.Object) []reconcile.Request {
 	np, ok := obj.(*networkingv1.NetworkPolicy)
-	if !ok || !allowsEgress(np) {
+	if !ok || !egress.AllowsEgress(np) {
 		return nil
 	}
 	theirs, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
@@ -91,7 +92,7 @@ const (
 func shadowIndexValue(obj client.Object) []string {
 	np, ok := obj.(*networkingv1.NetworkPolicy)
 	switch {
-	case !ok || !allowsEgress(np):
+	case !ok || !egress.AllowsEgress(np):
 		return nil
 	case selectsAll(&np.Spec.PodSelector):
 		return []string{shadowAll}

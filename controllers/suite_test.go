@@ -44,6 +44,16 @@ const testConfirmerImage = "registry.example/gate-confirmer:test"
 // may name policies in other namespaces.
 const testPlatformNamespace = "gate-platform"
 
+// testManagerNamespace is the suite manager's own namespace, which gets no baseline.
+const testManagerNamespace = "gate-system"
+
+// testCanary is the egress canary the baselines' NetworkPolicies allow (the namespace
+// policies' in this suite allow none).
+var testCanary = egress.Canary{Namespace: testManagerNamespace, Labels: map[string]string{"app.kubernetes.io/component": "manager"}, Port: 9444}
+
+// testClusterCIDRs are kind's Service and Pod ranges, the baselines' cluster ranges.
+var testClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("10.244.0.0/16")}
+
 // testRetention is how long finished ToolApprovals are kept; the retention test dates its
 // decisions around it.
 const testRetention = time.Hour
@@ -90,7 +100,20 @@ func runSuite(m *testing.M, cfg *rest.Config) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := (&ClusterHarnessAgentPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("gate-operator")}).SetupWithManager(mgr); err != nil {
+	if err := (&ClusterHarnessAgentPolicyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("gate-operator"), ManagerNamespace: testManagerNamespace}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := (&BaselineReconciler{
+		Client:           mgr.GetClient(),
+		Recorder:         mgr.GetEventRecorder("gate-operator"),
+		Resolver:         resolver,
+		Canary:           testCanary,
+		MinResolve:       testMinResolve,
+		MaxResolve:       testMaxResolve,
+		ManagerNamespace: testManagerNamespace,
+		ClusterCIDRs:     testClusterCIDRs,
+	}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -18,6 +18,13 @@ type ClusterHarnessAgentPolicySpec struct {
 	// +optional
 	PodSelector metav1.LabelSelector `json:"podSelector,omitempty"`
 
+	// skipContainers are the containers and native sidecars (by name) that a pod this policy selects may leave out of the injection with the annotation gate.intutic.io/inject-skip-containers, such as a service mesh's proxy: a pod that names any other one there is refused, so no tenant can run an agent beside the hook.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=63
+	SkipContainers []string `json:"skipContainers,omitempty"`
+
 	// priority orders the layers in decisions and reports: lower first, then by name; the namespace policy comes last. It never changes a verdict: the most restrictive one wins whatever the order, and among equally restrictive verdicts the first layer supplies the rule, reason and code. From 1 to 1000 (0 is not a priority, so that an unset one is never taken for the first).
 	// +optional
 	// +kubebuilder:default=100
@@ -65,6 +72,12 @@ type ClusterHarnessAgentPolicySpec struct {
 	Exceptions *ClusterExceptionPolicy `json:"exceptions,omitempty"`
 }
 
+// SystemNamespaces are the namespaces no ClusterHarnessAgentPolicy governs, whatever its
+// namespaceSelector (and neither does the operator's own namespace): the manager publishes no
+// baseline there, keeps no pod webhook entry for them and injects no pod there, so a manager
+// outage never stops the cluster's own pods.
+var SystemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
+
 // ClusterHarnessAgentPolicyStatus is the observed state of a ClusterHarnessAgentPolicy.
 type ClusterHarnessAgentPolicyStatus struct {
 	// observedGeneration is the generation the status describes.
@@ -93,11 +106,11 @@ type ClusterHarnessAgentPolicyStatus struct {
 	// +optional
 	AuditedRules int32 `json:"auditedRules,omitempty"`
 
-	// namespaces is how many namespaces the namespaceSelector selects that have a namespace policy, whose bundles carry this layer.
+	// namespaces is how many namespaces the namespaceSelector selects, in each of which this layer is in force: the namespace's baseline bundle (ConfigMap gate-baseline-bootstrap, for the pods no namespace policy governs) and the bundles of its namespace policies carry it. kube-system, kube-public, kube-node-lease and the operator's namespace get no baseline, and count only when they have a namespace policy.
 	// +optional
 	Namespaces int32 `json:"namespaces"`
 
-	// pods is how many running pods of those namespaces mount a bootstrap bundle and match the podSelector: the pods this layer decides for.
+	// pods is how many running pods of those namespaces mount a bootstrap bundle (a namespace policy's, or the baseline: labelled gate.intutic.io/baseline) and match the podSelector: the pods this layer decides for.
 	// +optional
 	Pods int32 `json:"pods"`
 }

@@ -74,6 +74,10 @@ const (
 	ManagedByValue = "gate-operator"
 	// LabelPolicy names the HarnessAgentPolicy a child belongs to.
 	LabelPolicy = "gate.intutic.io/policy"
+	// LabelBaseline marks the baseline bundle and egress NetworkPolicy the manager publishes in
+	// every namespace a ClusterHarnessAgentPolicy selects, and the pods the injection governs
+	// with them (no namespace policy selects those): the NetworkPolicy selects pods by it.
+	LabelBaseline = "gate.intutic.io/baseline"
 	// LabelConfirmer names the SessionConfirmer a child belongs to.
 	LabelConfirmer = "gate.intutic.io/confirmer"
 	// AnnotationBootstrapHash carries the bootstrap hash on the bootstrap ConfigMap.

@@ -325,6 +325,7 @@ type HarnessAgentPolicyStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=hap,categories=gate
+// +kubebuilder:validation:XValidation:rule="self.metadata.name != 'gate-baseline'",message="metadata.name gate-baseline is reserved: its bundle would be the cluster baseline's ConfigMap gate-baseline-bootstrap"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.ruleCount`
 // +kubebuilder:printcolumn:name="Egress",type=string,JSONPath=`.status.egress.mode`

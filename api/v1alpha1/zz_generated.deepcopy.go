@@ -106,6 +106,11 @@ func (in *ClusterHarnessAgentPolicySpec) DeepCopyInto(out *ClusterHarnessAgentPo
 	*out = *in
 	in.NamespaceSelector.DeepCopyInto(&out.NamespaceSelector)
 	in.PodSelector.DeepCopyInto(&out.PodSelector)
+	if in.SkipContainers != nil {
+		in, out := &in.SkipContainers, &out.SkipContainers
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.FilterBash != nil {
 		in, out := &in.FilterBash, &out.FilterBash
 		*out = new(bool)

@@ -89,6 +89,9 @@ type settings struct {
 	// egress NetworkPolicy allows; nil and zero with --egress-canary-port=0.
 	canaryServer *egresscanary.Server
 	canary       egress.Canary
+	// namespace is the manager's own namespace (--egress-canary-namespace, which the chart
+	// always sets), where no baseline is published.
+	namespace string
 	// rerun lets a process run the manager more than once (its tests do): controller names are
 	// then not held unique process-wide.
 	rerun bool
@@ -199,6 +202,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	if err := checkCanaryFlags(&s, canaryText); err != nil {
 		return nil, err
 	}
+	s.namespace = canaryText.namespace
 	return &s, nil
 }
 
@@ -326,10 +330,12 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 	if err != nil {
 		return err
 	}
+	// A host many policies and ceilings allow is looked up once per TTL.
+	resolver := &egress.CachingResolver{Resolver: s.resolver}
 	if err := (&controllers.HarnessAgentPolicyReconciler{
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorder("gate-operator"),
-		Resolver:     &egress.CachingResolver{Resolver: s.resolver}, // a host many policies allow is looked up once per TTL
+		Resolver:     resolver,
 		DNS:          s.dns,
 		Canary:       s.canary,
 		ClusterCIDRs: s.clusterCIDRs,
@@ -347,15 +353,8 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 	if err := (&controllers.GateExceptionReconciler{Client: mgr.GetClient(), ClusterPolicies: len(s.namespaces) == 0}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if len(s.namespaces) == 0 {
-		if err := (&controllers.ClusterHarnessAgentPolicyReconciler{
-			Client:   mgr.GetClient(),
-			Recorder: mgr.GetEventRecorder("gate-operator"),
-		}).SetupWithManager(mgr); err != nil {
-			return err
-		}
-	} else {
-		ctrl.Log.Info("ClusterHarnessAgentPolicies are not read: the manager serves only some namespaces (--namespaces), and cluster policies need it to serve every namespace", "namespaces", s.namespaces)
+	if err := setupClusterPolicies(mgr, s, resolver); err != nil {
+		return err
 	}
 	if err := (&controllers.SessionConfirmerReconciler{
 		Client:             mgr.GetClient(),
@@ -395,4 +394,49 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 		"webhookPort", s.webhooks.Port, "webhookCerts", s.webhooks.Certs.Mode,
 		"kubeAPIQPS", s.apiQPS, "policyWorkers", s.policyWorkers, "egressCanaryPort", s.canary.Port)
 	return mgr.Start(ctx)
+}
+
+// setupClusterPolicies registers the controllers of cluster policies: their status, and the
+// baseline of every namespace they select (the bundle and egress of the pods no namespace
+// policy governs). A manager serving only some namespaces has no RBAC to read them, and says so.
+func setupClusterPolicies(mgr ctrl.Manager, s *settings, resolver egress.Resolver) error {
+	if len(s.namespaces) > 0 {
+		ctrl.Log.Info("ClusterHarnessAgentPolicies are not read: the manager serves only some namespaces (--namespaces), and cluster policies need it to serve every namespace", "namespaces", s.namespaces)
+		return nil
+	}
+	if err := (&controllers.ClusterHarnessAgentPolicyReconciler{
+		Client:           mgr.GetClient(),
+		Recorder:         mgr.GetEventRecorder("gate-operator"),
+		ManagerNamespace: s.namespace,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&controllers.BaselineReconciler{
+		Client:           mgr.GetClient(),
+		Recorder:         mgr.GetEventRecorder("gate-operator"),
+		Resolver:         resolver,
+		DNS:              s.dns,
+		Canary:           s.canary,
+		ClusterCIDRs:     s.clusterCIDRs,
+		Bootstrap:        s.bootstrap,
+		MinResolve:       s.resolveMin,
+		MaxResolve:       s.resolveMax,
+		ManagerNamespace: s.namespace,
+
+		MaxConcurrentReconciles: s.policyWorkers,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	// One pod webhook entry per cluster policy, so that every pod one selects is injected
+	// and an outage refuses only those.
+	if s.webhooks.Port != 0 {
+		if err := (&controllers.ClusterPolicyWebhooksReconciler{
+			Client:        mgr.GetClient(),
+			Static:        s.webhooks.Certs.ConfigurationName,
+			Configuration: s.webhooks.Certs.ConfigurationName + controllers.ClusterPolicyWebhooksSuffix,
+		}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	return nil
 }

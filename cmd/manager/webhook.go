@@ -48,6 +48,10 @@ func bindWebhookFlags(fs *flag.FlagSet, o *webhook.Options) *webhookFlags {
 func checkWebhookFlags(s *settings, f *webhookFlags) error {
 	o := &s.webhooks
 	o.Bootstrap = s.bootstrap
+	// The NetworkPolicy webhook judges by the ceilings the controller narrows to, and lets the
+	// same DNS pods be reached.
+	o.DNS = s.dns
+	o.Namespaces = s.namespaces
 	if o.GateHookImage == "" {
 		o.GateHookImage = s.confirmerImage
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -109,6 +111,16 @@ func TestWebhookFlagsAccepted(t *testing.T) {
 	}
 	if s.webhooks.Certs.Mode != webhook.CertsExternal || s.webhooks.GateHookImage != "registry.example/hook:1" {
 		t.Errorf("external: %+v", s.webhooks)
+	}
+
+	// The NetworkPolicy webhook lets the controller's DNS pods be reached, and judges only where
+	// the manager reads cluster policies (it serves every namespace).
+	s, err = parse("--webhook-port=9443", "--webhook-certs=external", "--namespaces=agents", "--dns-namespace=dns", "--dns-pod-labels=app=coredns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := s.webhooks; w.DNS.Namespace != "dns" || !maps.Equal(w.DNS.Labels, map[string]string{"app": "coredns"}) || !slices.Equal(w.Namespaces, []string{"agents"}) {
+		t.Errorf("the webhooks' DNS pods %+v and namespaces %q, want --dns-namespace, --dns-pod-labels and --namespaces", w.DNS, w.Namespaces)
 	}
 }
 
@@ -250,6 +262,7 @@ func TestManagerServesWebhooksUnderItsOwnRBAC(t *testing.T) {
 		t.Errorf("egress-wait command %q, want %q (the canary Service's ClusterIP)", pod.Spec.InitContainers[1].Command, want)
 	}
 	approveUnderManagerRBAC(ctx, t, admin, cfg, scheme)
+	judgeNetworkPoliciesUnderManagerRBAC(ctx, t, admin)
 	if strings.Contains(logs.String(), string(secret.Data["tls.key"])) || strings.Contains(logs.String(), string(secret.Data["ca.key"])) {
 		t.Errorf("a private key is in the manager's log")
 	}
@@ -278,6 +291,38 @@ func approveUnderManagerRBAC(ctx context.Context, t *testing.T, admin client.Cli
 	must(t, alice.Status().Update(ctx, ta))
 	if d := ta.Status.Decision; d == nil || d.User != "alice" || d.Time == nil {
 		t.Errorf("the approval's decision %+v does not record alice", d)
+	}
+}
+
+// judgeNetworkPoliciesUnderManagerRBAC: the NetworkPolicy webhook, run under the manager's
+// RBAC, reads the cluster policies, the namespace and its pods: a NetworkPolicy opening
+// 0.0.0.0/0 to every pod under a ceiling is refused for the ceiling, not for a read it may not
+// make, and one of pods the ceiling does not govern is admitted.
+func judgeNetworkPoliciesUnderManagerRBAC(ctx context.Context, t *testing.T, admin client.Client) {
+	t.Helper()
+	must(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ceiling", Labels: map[string]string{"egress": "ceiling"}}}))
+	must(t, admin.Create(ctx, &gatev1.ClusterHarnessAgentPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "egress-ceiling"},
+		Spec: gatev1.ClusterHarnessAgentPolicySpec{
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"egress": "ceiling"}},
+			PodSelector:       metav1.LabelSelector{MatchLabels: map[string]string{"tier": "sandbox"}},
+			Egress:            &gatev1.EgressSpec{AllowedCIDRs: []gatev1.CIDR{"203.0.113.0/24"}},
+		},
+	}))
+	openAll := func(name string, pods map[string]string) *networkingv1.NetworkPolicy {
+		return &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ceiling", Name: name},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: pods},
+				Egress:      []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}}}}},
+			},
+		}
+	}
+	if err := admin.Create(ctx, openAll("every-pod", nil)); err == nil || !strings.Contains(err.Error(), "beyond the egress ceiling of ClusterHarnessAgentPolicy egress-ceiling") {
+		t.Errorf("0.0.0.0/0 for every pod under a ceiling: %v, want refused for the ceiling", err)
+	}
+	if err := admin.Create(ctx, openAll("web", map[string]string{"app": "web"})); err != nil {
+		t.Errorf("0.0.0.0/0 for pods the ceiling does not govern (the manager lists the namespace's pods): %v", err)
 	}
 }
 

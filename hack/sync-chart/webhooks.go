@@ -53,6 +53,9 @@ var webhookScopes = map[string]webhookScope{
 	"toolapprovals.gate.intutic.io":               everywhere,
 	// An exception is judged (or refused) wherever it is written, as a decision is.
 	"gateexceptions.gate.intutic.io": everywhere,
+	// A cluster policy's ceiling governs pods wherever it selects, whatever watchNamespaces says
+	// (a manager serving only some namespaces reads no cluster policies, and admits them all).
+	"networkpolicies.gate.intutic.io": governed,
 }
 
 // podsNamespaceSelector is the namespaceSelector of the pod webhook in config/.
@@ -87,8 +90,8 @@ release: served by its webhook Service in the release namespace, waited for
 webhook.timeoutSeconds, the policy and pod webhooks limited to watchNamespaces when it is set
 (the ToolApproval decision webhooks see every namespace: no decision is written unrecorded or
 unauthorized, also outside watchNamespaces), the pod webhook never in the release namespace or
-kube-system, the governed-pods webhook in every namespace but the release namespace and
-admission.excludedNamespaces. caBundle is left out: the manager injects its own CA, or cert-manager's cainjector
+kube-system, the governed-pods and NetworkPolicy webhooks in every namespace but the release
+namespace and admission.excludedNamespaces. caBundle is left out: the manager injects its own CA, or cert-manager's cainjector
 does (webhook.certManager).
 */}}
 {{- if .Values.webhook.enabled }}
@@ -102,6 +105,11 @@ const webhooksMetadata = `  {{- if .Values.webhook.certManager.enabled }}
     cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "gate-operator.fullname" . }}-webhook
   {{- end }}
 `
+
+// clusterPolicyConfigurationSuffix names the configurations the install creates empty and the
+// manager fills with one pod entry per ClusterHarnessAgentPolicy (controllers
+// ClusterPolicyWebhooksSuffix): the only ones allowed no webhooks.
+const clusterPolicyConfigurationSuffix = "-cluster-policies"
 
 func renderWebhooks(configDir, source string) ([]byte, error) {
 	path := filepath.Join(configDir, source)
@@ -125,28 +133,16 @@ func renderWebhooks(configDir, source string) ([]byte, error) {
 		if unknown := otherKeys(obj, "apiVersion", "kind", "metadata", "webhooks"); len(unknown) > 0 {
 			return nil, fmt.Errorf("%s: %s has %v, which hack/sync-chart does not know how to template", path, kind, unknown)
 		}
-		meta, _ := obj["metadata"].(map[string]any)
-		if unknown := otherKeys(meta, "name", "labels"); len(unknown) > 0 {
-			return nil, fmt.Errorf("%s: %s metadata has %v, which hack/sync-chart does not know how to template", path, kind, unknown)
-		}
-		name, _ := meta["name"].(string)
-		templateName, err := releaseName(path, name)
-		if err != nil {
-			return nil, err
-		}
-		labels := map[string]string{}
-		if l, ok := meta["labels"].(map[string]any); ok {
-			for k, v := range l {
-				labels[k] = fmt.Sprint(v)
-			}
-		}
-		labelText, err := labelsTemplate(path, labels)
+		name, templateName, labelText, err := webhooksMeta(path, kind, obj)
 		if err != nil {
 			return nil, err
 		}
 		webhooks, _ := obj["webhooks"].([]any)
-		if len(webhooks) == 0 {
+		if len(webhooks) == 0 && !strings.HasSuffix(name, clusterPolicyConfigurationSuffix) {
 			return nil, fmt.Errorf("%s: %s %s has no webhooks", path, kind, name)
+		}
+		if webhooks == nil {
+			webhooks = []any{} // rendered as webhooks: [], which the manager fills
 		}
 		for _, w := range webhooks {
 			webhook, _ := w.(map[string]any)
@@ -178,6 +174,27 @@ func renderWebhooks(configDir, source string) ([]byte, error) {
 	}
 	b.WriteString("{{- end }}\n")
 	return b.Bytes(), nil
+}
+
+// webhooksMeta is a configuration's name in config/, its template in the chart, and the
+// template of its labels.
+func webhooksMeta(path, kind string, obj map[string]any) (name, templateName, labelText string, err error) {
+	meta, _ := obj["metadata"].(map[string]any)
+	if unknown := otherKeys(meta, "name", "labels"); len(unknown) > 0 {
+		return "", "", "", fmt.Errorf("%s: %s metadata has %v, which hack/sync-chart does not know how to template", path, kind, unknown)
+	}
+	name, _ = meta["name"].(string)
+	if templateName, err = releaseName(path, name); err != nil {
+		return "", "", "", err
+	}
+	labels := map[string]string{}
+	if l, ok := meta["labels"].(map[string]any); ok {
+		for k, v := range l {
+			labels[k] = fmt.Sprint(v)
+		}
+	}
+	labelText, err = labelsTemplate(path, labels)
+	return name, templateName, labelText, err
 }
 
 // templateWebhook puts placeholders where the chart's values go in one webhook of config/, and

@@ -67,12 +67,12 @@ func TestRenderWebhooksTemplatesTheRelease(t *testing.T) {
 	const watched = `(dict "Values" .Values "Release" .Release) | trim }}`
 	const pods = `(dict "Values" .Values "Release" .Release "pods" true) | trim }}`
 	for what, n := range map[string]int{
-		"name: {{ $service }}":                9,
-		"namespace: {{ .Release.Namespace }}": 9,
-		"timeoutSeconds: {{ $timeout }}":      9,
+		"name: {{ $service }}":                10,
+		"namespace: {{ .Release.Namespace }}": 10,
+		"timeoutSeconds: {{ $timeout }}":      10,
 		watched:                               2,
 		pods:                                  1,
-		`{{- include "gate-operator.governedNamespaceSelector" . | nindent 4 }}`: 1,
+		`{{- include "gate-operator.governedNamespaceSelector" . | nindent 4 }}`: 2,
 		"name: {{ include \"gate-operator.fullname\" . }}\n":                     2,
 		"{{- if .Values.webhook.enabled }}":                                      1,
 	} {

@@ -45,6 +45,12 @@ const (
 // it, the pod webhook mounts it, and the confirmer reads its snapshot from it.
 func ConfigMapName(policy string) string { return policy + "-bootstrap" }
 
+// BaselineConfigMap is the baseline bundle the manager publishes in every namespace a
+// ClusterHarnessAgentPolicy selects: the cluster layers alone, for the pods no namespace policy
+// governs. No namespace policy can own the name: a policy's bundle ends in -bootstrap after
+// its name, and "gate-baseline" is reserved (the policy webhook refuses it).
+const BaselineConfigMap = "gate-baseline-bootstrap"
+
 // hashedKeys are the files the bootstrap hash covers, in the order it covers them.
 var hashedKeys = []string{KeySnapshot, KeyHookScript, KeyManagedSettings, KeySettings, KeyHarnessSettings, KeyHarnessNetworkPolicy}
 
@@ -126,7 +132,7 @@ func RenderLayered(spec *gatev1.HarnessAgentPolicySpec, snapshot, checked []byte
 	if err != nil {
 		return Bundle{}, err
 	}
-	return render(snapshot, checked, harness, spec.WorkspaceID, layers, namespace, opts)
+	return render(snapshot, checked, harness, spec.WorkspaceID, layers, namespace, true, opts)
 }
 
 // RenderBlocking renders the bundle of a policy whose rules cannot be published and that has
@@ -147,7 +153,7 @@ func RenderBlocking(workspaceID string, snapshot []byte, opts Options) (Bundle, 
 func Keep(data map[string]string, workspaceID string, layers Layers, namespace string, opts Options) (Bundle, error) {
 	harness := harnessFiles{settings: data[KeyHarnessSettings], networkPolicy: data[KeyHarnessNetworkPolicy]}
 	// The checked rules file, bound to the kept snapshot's digest, stays valid for it.
-	return render([]byte(data[KeySnapshot]), []byte(data[KeyCheckedRules]), harness, workspaceID, layers, namespace, opts)
+	return render([]byte(data[KeySnapshot]), []byte(data[KeyCheckedRules]), harness, workspaceID, layers, namespace, true, opts)
 }
 
 // Verify reports whether data is a whole bundle whose bootstrap hash matches its files: what
@@ -162,7 +168,9 @@ func Verify(data map[string]string, workspaceID string, opts Options) bool {
 	return data[KeyBootstrapHash] == Hash(data, opts.MountDir, workspaceID)
 }
 
-func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, layers Layers, namespace string, opts Options) (Bundle, error) {
+// render renders a bundle. namespaced says snapshot is a namespace policy's; a bundle without
+// one (a namespace's baseline, RenderBaseline) is always layered, since only its layers decide.
+func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, layers Layers, namespace string, namespaced bool, opts Options) (Bundle, error) {
 	opts = opts.withDefaults()
 	if opts.HookLimit >= opts.HookTimeout {
 		return Bundle{}, fmt.Errorf("the hook limit (%ds) must be shorter than the registered timeout (%ds)", opts.HookLimit, opts.HookTimeout)
@@ -184,16 +192,17 @@ func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, 
 	if err != nil {
 		return Bundle{}, err
 	}
+	layered := layers.layered() || !namespaced
 	data := map[string]string{
 		KeySnapshot:             string(snapshot),
-		KeyHookScript:           hookScript(opts, workspaceID, layers.layered()),
+		KeyHookScript:           hookScript(opts, workspaceID, layered),
 		KeyManagedSettings:      managed,
 		KeySettings:             project,
 		KeyHarnessSettings:      harness.settings,
 		KeyHarnessNetworkPolicy: harness.networkPolicy,
 	}
-	if layers.layered() {
-		if err := addLayers(data, layers, namespace, workspaceID); err != nil {
+	if layered {
+		if err := addLayers(data, layers, namespace, workspaceID, namespaced); err != nil {
 			return Bundle{}, err
 		}
 	}

@@ -138,10 +138,12 @@ func applyFloor(spec *gatev1.HarnessAgentPolicySpec, layers []ClusterLayer) *gat
 	return out
 }
 
-// addLayers adds the layers index and each layer's files to a namespace policy's bundle data.
-// The checked rules files are optional: dropOptional removes them when the bundle is too large.
-func addLayers(data map[string]string, layers Layers, namespace, workspaceID string) error {
-	idx := gate.LayersIndex{Namespace: namespace, WorkspaceID: workspaceID, Namespaced: true, Exceptions: layers.Exceptions}
+// addLayers adds the layers index and each layer's files to a bundle's data: a namespace
+// policy's (namespaced, its own snapshot decided last) or a namespace's baseline (not
+// namespaced: the layers alone decide). The checked rules files are optional: render drops them
+// when the bundle is too large.
+func addLayers(data map[string]string, layers Layers, namespace, workspaceID string, namespaced bool) error {
+	idx := gate.LayersIndex{Namespace: namespace, WorkspaceID: workspaceID, Namespaced: namespaced, Exceptions: layers.Exceptions}
 	for _, l := range layers.Cluster {
 		idx.Layers = append(idx.Layers, gate.Layer{
 			Kind: gate.LayerKindCluster, Name: l.Name, Priority: l.Priority, PodSelector: l.PodSelector,

@@ -156,6 +156,15 @@ func withinCeilings(spec *gatev1.EgressSpec, hosts map[string][]netip.Prefix, ci
 	return dests, ports, outside
 }
 
+// AllowsEgress reports whether a NetworkPolicy allows egress: it has egress rules, and its
+// policyTypes are unset (then Egress is implied by them) or name Egress.
+func AllowsEgress(np *networkingv1.NetworkPolicy) bool {
+	if len(np.Spec.Egress) == 0 {
+		return false
+	}
+	return len(np.Spec.PolicyTypes) == 0 || slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+}
+
 // Beyond says what a NetworkPolicy's egress rules let its pods reach beyond the ceilings, one
 // phrase per finding naming the rule (egress[i]); nil when every rule stays within all of them.
 // A rule stays within when it names destinations (an empty to allows every one) and ports (an

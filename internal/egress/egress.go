@@ -152,21 +152,7 @@ func RenderEgress(spec *gatev1.HarnessAgentPolicySpec, hostAddrs map[string][]ne
 		cidrs = append(cidrs, p)
 	}
 
-	hosts := map[string][]netip.Prefix{}
-	for _, host := range slices.Sorted(maps.Keys(hostAddrs)) {
-		for _, a := range hostAddrs[host] {
-			a = a.Unmap()
-			if why := rejectAnswer(a, denied, cluster, cidrs); why != "" {
-				r := RejectedAddress{Host: host, Addr: a, Why: why}
-				if !slices.Contains(out.Rejected, r) {
-					out.Rejected = append(out.Rejected, r)
-					out.Dropped = append(out.Dropped, a.String())
-				}
-				continue
-			}
-			hosts[host] = append(hosts[host], netip.PrefixFrom(a, a.BitLen()))
-		}
-	}
+	hosts := out.acceptHosts(hostAddrs, denied, cluster, cidrs)
 	for _, p := range droppedCIDRs {
 		out.Dropped = append(out.Dropped, p.String())
 	}
@@ -204,6 +190,27 @@ func RenderEgress(spec *gatev1.HarnessAgentPolicySpec, hostAddrs map[string][]ne
 		np.WithEgress(rule)
 	}
 	return out
+}
+
+// acceptHosts returns the hosts' addresses that may become destinations, as prefixes by host,
+// and records the others in e.Rejected and e.Dropped.
+func (e *Egress) acceptHosts(hostAddrs map[string][]netip.Addr, denied, cluster, cidrs []netip.Prefix) map[string][]netip.Prefix {
+	hosts := map[string][]netip.Prefix{}
+	for _, host := range slices.Sorted(maps.Keys(hostAddrs)) {
+		for _, a := range hostAddrs[host] {
+			a = a.Unmap()
+			if why := rejectAnswer(a, denied, cluster, cidrs); why != "" {
+				r := RejectedAddress{Host: host, Addr: a, Why: why}
+				if !slices.Contains(e.Rejected, r) {
+					e.Rejected = append(e.Rejected, r)
+					e.Dropped = append(e.Dropped, a.String())
+				}
+				continue
+			}
+			hosts[host] = append(hosts[host], netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return hosts
 }
 
 func port(proto corev1.Protocol, n int32) *networkingv1ac.NetworkPolicyPortApplyConfiguration {

@@ -8,7 +8,9 @@
 //     (ApprovalValidator: the verb approve on the policy, before the deadline, never twice);
 //   - a pod created with the label gate.intutic.io/policy: <name> gets what
 //     docs/examples/sandbox-pod.yaml writes by hand (Inject, pure), or is refused when the
-//     policy does not exist.
+//     policy does not exist;
+//   - a NetworkPolicy with egress rules is refused when it would let pods under a
+//     ClusterHarnessAgentPolicy's egress ceiling reach beyond it (NetworkPolicyValidator).
 //
 // The serving certificate is self-managed (cert-controller keeps a CA and a certificate in a
 // Secret and the CA in the configurations) or issued by someone else (cert-manager); the
@@ -20,6 +22,11 @@ package webhook
 // +kubebuilder:rbac:groups=gate.intutic.io,resources=harnessagentpolicies,verbs=get
 // +kubebuilder:rbac:groups=gate.intutic.io,resources=clusterharnessagentpolicies,verbs=get
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+
+// The NetworkPolicy webhook lists the cluster policies, reads the NetworkPolicy's namespace's
+// labels, and lists its pods' metadata to learn whether a ceiling governs a pod it selects.
+// +kubebuilder:rbac:groups=gate.intutic.io,resources=clusterharnessagentpolicies,verbs=list
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
 
 // The ToolApproval decision webhook asks the API server who may approve a policy; the review is
 // namespaced (LocalSubjectAccessReview), so a RoleBinding per served namespace grants it.

@@ -136,7 +136,19 @@ func (e *ConflictError) Error() string { return e.Reason }
 // So a second pass changes nothing, and PodValidator judges a pod's final spec by this same
 // function (Governed). It returns warnings for the pod's author.
 func Inject(pod *corev1.Pod, policy string, o InjectOptions) ([]string, error) {
-	cm := bootstrap.ConfigMapName(policy)
+	return injectBundle(pod, bootstrap.ConfigMapName(policy), "policy "+policy+"'s hook", o)
+}
+
+// InjectBaseline is Inject for a pod that only cluster policies govern: it mounts the
+// namespace's baseline bundle (bootstrap.BaselineConfigMap, the cluster layers alone) and labels
+// the pod gatev1.LabelBaseline, which the baseline's egress NetworkPolicy selects.
+func InjectBaseline(pod *corev1.Pod, o InjectOptions) ([]string, error) {
+	setLabel(pod, gatev1.LabelBaseline, "true")
+	return injectBundle(pod, bootstrap.BaselineConfigMap, "the cluster baseline's hook", o)
+}
+
+// injectBundle is Inject with the ConfigMap to mount, and what runs its hook for the warnings.
+func injectBundle(pod *corev1.Pod, cm, hook string, o InjectOptions) ([]string, error) {
 	if err := ensureVolumes(pod, cm); err != nil {
 		return nil, err
 	}
@@ -165,7 +177,7 @@ func Inject(pod *corev1.Pod, policy string, o InjectOptions) ([]string, error) {
 		}
 	}
 	if governed == 0 {
-		warnings = append(warnings, fmt.Sprintf("annotation %s leaves out every container: nothing in this pod runs under policy %s's hook", AnnotationSkipContainers, policy))
+		warnings = append(warnings, fmt.Sprintf("annotation %s leaves out every container: nothing in this pod runs under %s", AnnotationSkipContainers, hook))
 	}
 	return warnings, nil
 }
@@ -449,8 +461,17 @@ func skippedContainers(pod *corev1.Pod) (skip map[string]bool, unknown []string)
 // docs/examples/sandbox-pod.yaml with the rendered wait-for-egress-policy. What Inject would
 // refuse is that refusal; what it would add or replace is named.
 func Governed(pod *corev1.Pod, policy string, o InjectOptions) error {
+	return governedAs(pod, func(want *corev1.Pod) error { _, err := Inject(want, policy, o); return err }, o)
+}
+
+// GovernedBaseline is Governed for a pod that InjectBaseline governs.
+func GovernedBaseline(pod *corev1.Pod, o InjectOptions) error {
+	return governedAs(pod, func(want *corev1.Pod) error { _, err := InjectBaseline(want, o); return err }, o)
+}
+
+func governedAs(pod *corev1.Pod, inject func(*corev1.Pod) error, o InjectOptions) error {
 	want := pod.DeepCopy()
-	if _, err := Inject(want, policy, o); err != nil {
+	if err := inject(want); err != nil {
 		return err
 	}
 	have := pod.Spec

@@ -21,18 +21,29 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
 )
 
 // PodInjector governs the pods created with the label gate.intutic.io/policy: <name> by adding
 // what docs/examples/sandbox-pod.yaml adds by hand (Inject). A pod whose label names no
 // HarnessAgentPolicy in its namespace is refused, so no pod that asked to be governed starts
 // without the gate.
+//
+// With ClusterPolicies, it also governs the pods a ClusterHarnessAgentPolicy selects, labelled
+// or not (the manager's webhook entry per cluster policy sends them): an unlabelled one is
+// governed by the one namespace policy whose podSelector selects it (the injection labels it
+// for that policy), or, with none, by the namespace's baseline bundle (bootstrap.BaselineConfigMap:
+// the cluster layers alone, and labelled gate.intutic.io/baseline so the baseline's egress
+// NetworkPolicy selects it). docs/fleet.md says why no pod a cluster policy selects can opt out.
 type PodInjector struct {
 	// Reader reads policies from the API server, never a cache: a policy applied a moment before
 	// its pods must be found. It also reads the egress canary's Service, at every admission, for
 	// the ClusterIP the pod's egress-wait dials (a deny-all pod cannot use DNS).
 	Reader  client.Reader
 	Options InjectOptions
+	// ClusterPolicies makes the injection read ClusterHarnessAgentPolicies: a manager serving
+	// only some namespaces reads none.
+	ClusterPolicies bool
 }
 
 var _ admission.Handler = (*PodInjector)(nil)
@@ -47,19 +58,20 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return *refused
 	}
 	pod := g.pod
-	before, err := json.Marshal(pod)
+	before, err := json.Marshal(g.decoded)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	original := pod.DeepCopy()
-	warnings, err := Inject(pod, g.policy.Name, g.options)
+	warnings, err := g.inject(pod)
 	if conflict := (*ConflictError)(nil); errors.As(err, &conflict) {
-		return admission.Denied(fmt.Sprintf("the pod cannot be governed by HarnessAgentPolicy %s: %s", g.policy.Name, conflict.Reason))
+		return admission.Denied(fmt.Sprintf("the pod cannot be governed by %s: %s", g, conflict.Reason))
 	} else if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	warnings = append(warnings, policyWarnings(g.policy, pod)...)
-	if equality.Semantic.DeepEqual(original, pod) {
+	if g.policy != nil {
+		warnings = append(warnings, policyWarnings(g.policy, pod)...)
+	}
+	if equality.Semantic.DeepEqual(g.decoded, pod) {
 		return admission.Allowed("already governed").WithWarnings(warnings...)
 	}
 	after, err := json.Marshal(pod)
@@ -67,17 +79,44 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	// The patch is the difference between the pod as decoded and as injected, both encoded the
-	// same way, so it holds only what Inject changed.
+	// same way, so it holds only what the injection changed (labels included).
 	return admission.PatchResponseFromRaw(before, after).WithWarnings(warnings...)
 }
 
-// governing is what a pod asked to be governed by: the pod decoded, the policy its label names
-// (read from the API server), and the injection's options with the egress canary's ClusterIP;
-// or the response that refuses it (or, for a pod without the label, allows it).
+// governing is what governs a pod: the pod (with the labels the injection gives it) and the
+// pod as decoded, the policy its label names (read from the API server) or, for the baseline,
+// none, the cluster policies selecting it, and the injection's options with the egress
+// canary's ClusterIP; or the response that refuses it (or, for a pod no policy governs,
+// allows it).
 type governing struct {
-	pod     *corev1.Pod
-	policy  *gatev1.HarnessAgentPolicy
-	options InjectOptions
+	pod, decoded *corev1.Pod
+	policy       *gatev1.HarnessAgentPolicy // nil: the namespace's baseline bundle
+	clusters     []gatev1.ClusterHarnessAgentPolicy
+	options      InjectOptions
+}
+
+// String names what governs the pod, for refusals.
+func (g governing) String() string {
+	if g.policy == nil {
+		return "the cluster baseline of " + clusterNames(g.clusters) + " (ConfigMap " + bootstrap.BaselineConfigMap + ")"
+	}
+	return "HarnessAgentPolicy " + g.policy.Name
+}
+
+// inject renders the injection into pod (Inject or InjectBaseline).
+func (g governing) inject(pod *corev1.Pod) ([]string, error) {
+	if g.policy == nil {
+		return InjectBaseline(pod, g.options)
+	}
+	return Inject(pod, g.policy.Name, g.options)
+}
+
+// governed judges pod's final spec (Governed or GovernedBaseline).
+func (g governing) governed(pod *corev1.Pod) error {
+	if g.policy == nil {
+		return GovernedBaseline(pod, g.options)
+	}
+	return Governed(pod, g.policy.Name, g.options)
 }
 
 func (h *PodInjector) governing(ctx context.Context, req admission.Request) (governing, *admission.Response) {
@@ -86,15 +125,43 @@ func (h *PodInjector) governing(ctx context.Context, req admission.Request) (gov
 	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
 		return refuse(admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod: %w", err)))
 	}
+	g := governing{decoded: pod.DeepCopy()}
+	ns := req.Namespace
+	var err error
+	if g.clusters, err = h.selectingClusterPolicies(ctx, ns, pod); err != nil {
+		logf.FromContext(ctx).Error(err, "reading the ClusterHarnessAgentPolicies that may select a pod", "namespace", ns)
+		return refuse(admission.Errored(http.StatusInternalServerError, fmt.Errorf("the ClusterHarnessAgentPolicies could not be read, so the pod cannot be governed: %w", err)))
+	}
+	if refusal := skipRefusal(pod, g.clusters); refusal != "" {
+		return refuse(admission.Denied(refusal))
+	}
 	name, labelled := pod.Labels[gatev1.LabelPolicy]
 	if !labelled {
-		// The webhooks' objectSelector sends only labelled pods; anything else is not ours.
-		return refuse(admission.Allowed(""))
+		if len(g.clusters) == 0 {
+			// The webhooks' selectors send labelled pods and those a cluster policy selects;
+			// anything else is not ours.
+			return refuse(admission.Allowed(""))
+		}
+		var refusal string
+		if name, refusal, err = h.namespacePolicyOf(ctx, ns, pod); err != nil {
+			logf.FromContext(ctx).Error(err, "reading the HarnessAgentPolicies of a namespace", "namespace", ns)
+			return refuse(admission.Errored(http.StatusInternalServerError, fmt.Errorf("the HarnessAgentPolicies of namespace %s could not be read, so the pod cannot be governed", ns)))
+		}
+		if refusal != "" {
+			return refuse(admission.Denied(refusal))
+		}
+		if name == "" {
+			return h.governingBaseline(ctx, ns, pod, g)
+		}
+		// Governed by the namespace policy that selects it, as if the pod had asked for it.
+		setLabel(pod, gatev1.LabelPolicy, name)
 	}
+	// A pod a namespace policy governs is no baseline pod: the baseline's egress NetworkPolicy
+	// must not select it too (NetworkPolicy allows add up).
+	delete(pod.Labels, gatev1.LabelBaseline)
 	if errs := validationErrors(name); errs != "" {
 		return refuse(admission.Denied(fmt.Sprintf("label %s=%q names no HarnessAgentPolicy: %s", gatev1.LabelPolicy, name, errs)))
 	}
-	ns := req.Namespace
 	policy := &gatev1.HarnessAgentPolicy{}
 	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, policy); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -113,7 +180,8 @@ func (h *PodInjector) governing(ctx context.Context, req admission.Request) (gov
 	if refusal != "" {
 		return refuse(admission.Denied("the pod cannot be governed: " + refusal))
 	}
-	return governing{pod: pod, policy: policy, options: opts}, nil
+	g.pod, g.policy, g.options = pod, policy, opts
+	return g, nil
 }
 
 // PodValidator admits a labelled pod only if its final spec, after every mutating webhook and
@@ -134,8 +202,16 @@ func (v *PodValidator) Handle(ctx context.Context, req admission.Request) admiss
 	if refused != nil {
 		return *refused
 	}
-	if err := Governed(g.pod, g.policy.Name, g.options); err != nil {
-		return admission.Denied(fmt.Sprintf("the pod carries label %s=%s but is not governed as the injection renders it: %s", gatev1.LabelPolicy, g.policy.Name, err))
+	if !equality.Semantic.DeepEqual(g.pod.Labels, g.decoded.Labels) {
+		// The injection labels what it governs; a pod that reaches this check without those
+		// labels was not injected.
+		return admission.Denied(fmt.Sprintf("the pod is governed by %s but lacks the labels the injection gives it (%s): it was not injected", g, describeLabels(g.pod.Labels, g.decoded.Labels)))
+	}
+	if err := g.governed(g.pod); err != nil {
+		if g.policy != nil {
+			return admission.Denied(fmt.Sprintf("the pod carries label %s=%s but is not governed as the injection renders it: %s", gatev1.LabelPolicy, g.policy.Name, err))
+		}
+		return admission.Denied(fmt.Sprintf("the pod is selected by %s but is not governed as the injection renders it: %s", clusterNames(g.clusters), err))
 	}
 	return admission.Allowed("governed")
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/egress"
 )
 
 // The paths the webhooks are served at; config/webhook and the chart's webhook configurations
@@ -35,6 +36,9 @@ const (
 	ExceptionRecorderPath = "/mutate-gateexception"
 	// ExceptionValidatorPath admits a GateException its requester may make (ExceptionValidator).
 	ExceptionValidatorPath = "/validate-gateexception"
+	// NetworkPolicyPath refuses a NetworkPolicy that would widen egress beyond a cluster
+	// policy's ceiling (NetworkPolicyValidator).
+	NetworkPolicyPath = "/validate-networkpolicy"
 )
 
 // Options configure the manager's webhooks.
@@ -56,6 +60,14 @@ type Options struct {
 	// PlatformNamespaces are the namespaces whose SessionConfirmers may name a policy in
 	// another namespace; the SessionConfirmer webhook refuses that anywhere else.
 	PlatformNamespaces []string
+	// Namespaces are the namespaces the manager serves; empty is every namespace. A manager
+	// serving only some reads no cluster policies, so the NetworkPolicy webhook has no egress
+	// ceiling to judge by.
+	Namespaces []string
+	// DNS selects the cluster DNS pods, as the controller's egress NetworkPolicies do: the
+	// NetworkPolicy webhook lets a rule open them on port 53 under any ceiling. The zero value
+	// is egress.DefaultDNSSelector.
+	DNS egress.DNSSelector
 	// ShutdownDelay is how long the server keeps answering once the manager stops (a rollout or
 	// an eviction deletes its pod), while the Service's endpoints drop the pod: every answer then
 	// closes its connection, so the API server's kept-alive connections move to the replicas that
@@ -160,13 +172,16 @@ func (s *Server) SetupWithManager(mgr manager.Manager, reader client.Reader) err
 	s.Register(ConfirmerPath, &admission.Webhook{Handler: &ConfirmerValidator{Reader: reader, PlatformNamespaces: s.opts.PlatformNamespaces}})
 	injector := &PodInjector{Reader: reader, Options: InjectOptions{
 		Bootstrap: s.opts.Bootstrap, GateHookImage: s.opts.GateHookImage, EgressCanary: s.opts.EgressCanary,
-	}}
+	}, ClusterPolicies: len(s.opts.Namespaces) == 0}
 	s.Register(PodPath, &admission.Webhook{Handler: injector})
 	s.Register(PodValidatorPath, &admission.Webhook{Handler: &PodValidator{Injector: injector}})
 	s.Register(ApprovalRecorderPath, &admission.Webhook{Handler: &ApprovalRecorder{}})
 	s.Register(ExceptionRecorderPath, &admission.Webhook{Handler: &ExceptionRecorder{}})
 	s.Register(ExceptionValidatorPath, &admission.Webhook{Handler: &ExceptionValidator{Reader: reader, Reviews: mgr.GetClient()}})
 	s.Register(ApprovalValidatorPath, &admission.Webhook{Handler: &ApprovalValidator{Reviews: mgr.GetClient()}})
+	s.Register(NetworkPolicyPath, &admission.Webhook{Handler: &NetworkPolicyValidator{
+		Reader: reader, DNS: s.opts.DNS, ClusterPolicies: len(s.opts.Namespaces) == 0,
+	}})
 	return mgr.AddReadyzCheck("webhook", s.readyChecker())
 }
 

@@ -21,10 +21,13 @@ import (
 const egressNS = "egress"
 
 // egressObjects: a target pod listening on 8080 and 53 ("another pod"), a pod no policy
-// selects, and one pod under each of two policies. The allow-list policy allows one host by
+// selects, and one pod under each of three policies. The allow-list policy allows one host by
 // name (resolved through the cluster's DNS stand-in pod), a /32, and a /25 with a /32 carved
-// out of it (the stand-in for a metadata address: never probe a real one). The outside hosts
-// (hack/lib/node.sh) listen on 80, 443 and 8443 at every address probed.
+// out of it (the stand-in for a metadata address: never probe a real one). The cluster policy
+// egress-ceiling bounds every namespace policy of the namespace to api.anthropic.com,
+// 198.18.40.30/32 and 198.18.41.0/24 on 443: allow-list stays inside it, beyond-ceiling lists
+// github.com and port 8443 beside what the ceiling allows. The outside hosts (hack/lib/node.sh)
+// listen on 80, 443 and 8443 at every address probed.
 const egressObjects = `
 apiVersion: v1
 kind: Namespace
@@ -50,6 +53,28 @@ spec:
     allowedCIDRs: [198.18.41.10/32, 198.18.41.128/25]
     deniedCIDRs: [198.18.41.254/32]
     ports: [443]
+---
+apiVersion: gate.intutic.io/v1alpha1
+kind: ClusterHarnessAgentPolicy
+metadata: {name: egress-ceiling}
+spec:
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: egress}}
+  egress:
+    allowedHosts: [api.anthropic.com]
+    allowedCIDRs: [198.18.40.30/32, 198.18.41.0/24]
+    ports: [443]
+---
+apiVersion: gate.intutic.io/v1alpha1
+kind: HarnessAgentPolicy
+metadata: {name: beyond-ceiling, namespace: egress}
+spec:
+  podSelector: {matchLabels: {role: beyond-ceiling}}
+  rules:
+  - {name: no-root-rm, tools: [bash], when: 'input.command.contains("rm -rf /")', action: Block, reason: destructive}
+  egress:
+    allowedHosts: [api.anthropic.com, github.com]
+    allowedCIDRs: [198.18.41.10/32]
+    ports: [443, 8443]
 `
 
 func egressPod(name, role string, args ...string) string {
@@ -86,7 +111,8 @@ func testEgressTable(ctx context.Context, t *testing.T, env *localenv.Env) {
 		egressPod("target", "", "listen", "8080", "53") +
 		egressPod("unselected", "", "pause") +
 		egressPod("deny-all", "deny-all", "pause") +
-		egressPod("allow-list", "allow-list", "pause")
+		egressPod("allow-list", "allow-list", "pause") +
+		egressPod("beyond-ceiling", "beyond-ceiling", "pause")
 	if _, err := env.Kubectl(ctx, manifest, "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +127,15 @@ func testEgressTable(ctx context.Context, t *testing.T, env *localenv.Env) {
 				meta.IsStatusConditionTrue(p.Status.Conditions, gatev1.ConditionReady)
 		})
 	}
+	// The ceiling leaves out github.com and port 8443 of beyond-ceiling's list, and says so.
+	wait(t, "policy beyond-ceiling reports what lies outside its ceiling", func() bool {
+		p := &gatev1.HarnessAgentPolicy{}
+		if c.Get(ctx, types.NamespacedName{Namespace: egressNS, Name: "beyond-ceiling"}, p) != nil || p.Status.ObservedGeneration != p.Generation {
+			return false
+		}
+		cond := meta.FindStatusCondition(p.Status.Conditions, gatev1.ConditionEgressEnforced)
+		return cond != nil && cond.Reason == gatev1.ReasonOutsideCeiling && strings.Contains(cond.Message, "github.com") && strings.Contains(cond.Message, "port 8443")
+	})
 	target, err := env.Kubectl(ctx, "", "-n", egressNS, "get", "pod", "target", "-o", "jsonpath={.status.podIP}")
 	must(t, err)
 	columns := []egressColumn{
@@ -120,8 +155,10 @@ func testEgressTable(ctx context.Context, t *testing.T, env *localenv.Env) {
 		"unselected": {O, O, O, O, O, O, O, O, O, O},
 		"deny-all":   {B, B, B, B, B, B, B, B, B, B},
 		"allow-list": {B, O, B, B, O, B, B, B, O, B},
+		// github.com and 198.18.41.10:8443 are listed by the namespace policy, not by the ceiling.
+		"beyond-ceiling": {B, O, B, B, O, B, B, B, O, B},
 	}
-	rows := []string{"unselected", "deny-all", "allow-list"}
+	rows := []string{"unselected", "deny-all", "allow-list", "beyond-ceiling"}
 	got := map[string][]string{}
 	for _, pod := range rows {
 		got[pod] = probeRow(ctx, t, env, pod, columns)
@@ -148,6 +185,23 @@ spec:
   - to: [{ipBlock: {cidr: 198.18.40.30/32}}]
     ports: [{port: 443, protocol: TCP}]
 `
+	// A tenant NetworkPolicy that would open more than the ceiling is refused at apply; the
+	// shadow below stays inside the ceiling (198.18.40.30/32 on 443), so it is admitted.
+	const openAll = `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: open-all, namespace: egress}
+spec:
+  podSelector: {matchLabels: {role: beyond-ceiling}}
+  policyTypes: [Egress]
+  egress:
+  - to: [{ipBlock: {cidr: 0.0.0.0/0}}]
+`
+	if _, err := env.Kubectl(ctx, openAll, "apply", "-f", "-"); err == nil || !strings.Contains(err.Error(), "egress-ceiling") || !strings.Contains(err.Error(), "0.0.0.0/0") {
+		t.Errorf("kubectl apply of a NetworkPolicy opening 0.0.0.0/0 under the ceiling: %v; want a refusal naming the ceiling and the CIDR", err)
+	} else {
+		t.Logf("refused at apply: %v", err)
+	}
 	_, err = env.Kubectl(ctx, shadow, "apply", "-f", "-")
 	must(t, err)
 	egressCondition := func() *metaCondition {
@@ -184,6 +238,8 @@ func rowLabel(pod string) string {
 		return "not selected by any policy"
 	case "deny-all":
 		return "deny-all policy"
+	case "beyond-ceiling":
+		return "policy listing more than its cluster ceiling"
 	default:
 		return "allow-list policy"
 	}

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/localenv"
 )
 
@@ -93,6 +97,7 @@ func testClusterBaseline(ctx context.Context, t *testing.T, env *localenv.Env, s
 	if out, code := bash(`{"command":"rm -rf /"}`); code != 2 || !strings.Contains(out, "destructive command") {
 		t.Errorf("the namespace policy's own Block under the cluster layer: exit %d, %s", code, out)
 	}
+	testUnlabelledPodIsGoverned(ctx, t, env, call)
 
 	testExceptionExpiresInThePod(ctx, t, env, bash, call, chap.Name)
 
@@ -167,10 +172,79 @@ func testExceptionExpiresInThePod(ctx context.Context, t *testing.T, env *locale
 	if out, code := bash(call); code != 0 {
 		t.Fatalf("before expiresAt, with the manager stopped: exit %d, %s", code, out)
 	}
+	testOutageScope(ctx, t, env)
 	time.Sleep(time.Until(expires))
 	out, code := bash(call)
 	if code != 2 || !strings.Contains(out, "the platform baseline forbids the fleet marker") {
 		t.Fatalf("at expiresAt, with the manager stopped, the hook still honours the exception: exit %d, %s", code, out)
 	}
 	t.Logf("at expiresAt (+%s) with the manager stopped, the hook refuses again: %s", time.Since(expires).Round(time.Millisecond), strings.TrimSpace(out))
+}
+
+// unlabelledPod is the sandbox of docs/examples/sandbox-pod-labelled.yaml without the opt-in
+// label (and without anything else of the gate's), in namespace ns.
+func unlabelledPod(t *testing.T, env *localenv.Env, name, namespace string) *corev1.Pod {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.Root, "docs", "examples", "sandbox-pod-labelled.yaml"))
+	must(t, err)
+	pod := &corev1.Pod{}
+	must(t, yaml.UnmarshalStrict(b, pod))
+	delete(pod.Labels, gatev1.LabelPolicy)
+	pod.Name, pod.Namespace = name, namespace
+	pod.Spec.Containers[0].Image = localenv.TestbedImage
+	return pod
+}
+
+// testUnlabelledPodIsGoverned: a pod without the opt-in label, in a namespace the cluster policy
+// selects and that no namespace policy selects, is injected with the namespace's baseline
+// bundle and governed by the cluster layer alone: the marker call is refused inside it.
+func testUnlabelledPodIsGoverned(ctx context.Context, t *testing.T, env *localenv.Env, call string) {
+	c := env.Client
+	pod := unlabelledPod(t, env, "fleet-unlabelled", ns)
+	wait(t, "the baseline bundle is published in the namespace", func() bool {
+		cm := &corev1.ConfigMap{}
+		return c.Get(ctx, types.NamespacedName{Namespace: ns, Name: bootstrap.BaselineConfigMap}, cm) == nil
+	})
+	must(t, c.Create(ctx, pod))
+	defer func() { _ = c.Delete(ctx, pod) }()
+	if pod.Labels[gatev1.LabelBaseline] != "true" {
+		t.Errorf("the unlabelled pod was not labelled for the baseline: %v", pod.Labels)
+	}
+	inits := make([]string, 0, len(pod.Spec.InitContainers))
+	for _, ic := range pod.Spec.InitContainers {
+		inits = append(inits, ic.Name)
+	}
+	t.Logf("unlabelled pod %s injected: init containers %v, labels %v", pod.Name, inits, pod.Labels)
+	_, err := env.Kubectl(ctx, "", "-n", ns, "wait", "--for=condition=Ready", "pod/"+pod.Name, "--timeout=120s")
+	must(t, err)
+	out, code, err := env.Hook(ctx, ns, pod.Name, "agent", "Bash", call)
+	must(t, err)
+	if code != 2 || !strings.Contains(out, "the platform baseline forbids the fleet marker") {
+		t.Errorf("the marker call in the unlabelled pod: exit %d, %s; want the cluster layer's Block", code, out)
+	} else {
+		t.Logf("the unlabelled pod's hook refuses the marker call: %s", strings.TrimSpace(out))
+	}
+	if out, code, err := env.Hook(ctx, ns, pod.Name, "agent", "Bash", `{"command":"echo fine"}`); err != nil || code != 0 {
+		t.Errorf("a call the baseline allows, in the unlabelled pod: exit %d, %v, %s", code, err, out)
+	}
+}
+
+// testOutageScope, with the manager stopped: a pod the cluster policy selects is refused (its
+// webhook entry is failurePolicy Fail), and a pod in a namespace no policy selects is admitted.
+// Both are server-side dry runs: nothing is created.
+func testOutageScope(ctx context.Context, t *testing.T, env *localenv.Env) {
+	c := env.Client
+	selected := unlabelledPod(t, env, "outage-selected", ns)
+	err := c.Create(ctx, selected, client.DryRunAll)
+	if err == nil {
+		t.Error("with the manager stopped, a pod the cluster policy selects was admitted")
+	} else {
+		t.Logf("with the manager stopped, a pod the cluster policy selects is refused: %v", err)
+	}
+	other := unlabelledPod(t, env, "outage-other", metav1.NamespaceDefault)
+	if err := c.Create(ctx, other, client.DryRunAll); err != nil {
+		t.Errorf("with the manager stopped, a pod no policy selects (namespace default) was refused: %v", err)
+	} else {
+		t.Log("with the manager stopped, a pod no policy selects (namespace default) is admitted")
+	}
 }

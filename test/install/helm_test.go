@@ -29,10 +29,10 @@ func TestHelmTemplateDefaults(t *testing.T) {
 	wantKinds := []string{
 		"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRoleBinding",
 		"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition",
-		"Deployment", "MutatingWebhookConfiguration", "PodDisruptionBudget", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "Secret", "Service", "Service", "Service",
+		"Deployment", "MutatingWebhookConfiguration", "MutatingWebhookConfiguration", "PodDisruptionBudget", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "Secret", "Service", "Service", "Service",
 		"ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy",
 		"ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding",
-		"ValidatingWebhookConfiguration",
+		"ValidatingWebhookConfiguration", "ValidatingWebhookConfiguration",
 	}
 	if got := kinds(objs); !slices.Equal(got, wantKinds) {
 		t.Fatalf("default values render kinds %v, want %v", got, wantKinds)

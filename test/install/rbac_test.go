@@ -64,6 +64,16 @@ type rbacWant struct {
 	// webhookCerts: the manager keeps its webhook certificate (webhook.enabled without
 	// certManager), with a Role on its Secret and a ClusterRole on the webhook configurations.
 	webhookCerts bool
+	// clusterPolicyWebhooks: the webhooks are on with cert-manager's certificates, so a
+	// ClusterRole of its own lets the manager keep the cluster policies' webhook entries.
+	clusterPolicyWebhooks bool
+}
+
+// clusterPolicyWebhooksRule lets the manager patch the configurations of the cluster policies'
+// pod webhook entries, and no others.
+func clusterPolicyWebhooksRule(prefix string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
+		ResourceNames: []string{prefix + "-cluster-policies"}, Verbs: []string{"patch"}}
 }
 
 // checkRBAC checks the manager's ClusterRole carries exactly the generated rules and is bound to
@@ -162,9 +172,25 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, want rbacWant) {
 		wantRules := []rbacv1.PolicyRule{
 			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: configs, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: configs, ResourceNames: []string{want.prefix}, Verbs: []string{"update"}},
+			clusterPolicyWebhooksRule(want.prefix),
 		}
 		if !equality.Semantic.DeepEqual(cr.Rules, wantRules) {
 			t.Errorf("ClusterRole %s rules %v, want %v", webhookRole, cr.Rules, wantRules)
+		}
+	} else if want.clusterPolicyWebhooks {
+		// With cert-manager there is no rotator RBAC; the manager still keeps the cluster
+		// policies' entries.
+		role := want.prefix + "-cluster-policy-webhooks"
+		wantBound = append(wantBound, role)
+		wantRoles = append(wantRoles, role)
+		cr := typed[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", role))
+		configs := []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"}
+		wantRules := []rbacv1.PolicyRule{
+			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: configs, Verbs: []string{"get", "list", "watch"}},
+			clusterPolicyWebhooksRule(want.prefix),
+		}
+		if !equality.Semantic.DeepEqual(cr.Rules, wantRules) {
+			t.Errorf("ClusterRole %s rules %v, want %v", role, cr.Rules, wantRules)
 		}
 	}
 	slices.Sort(wantBound)

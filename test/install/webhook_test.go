@@ -23,7 +23,8 @@ import (
 // open; the cluster policy webhook fails closed (a cluster policy that never compiled would block
 // every pod it selects); the ToolApproval decision webhooks fail closed on every
 // toolapprovals/status update, everywhere, and so do the GateException webhooks on every
-// exception.
+// exception; the NetworkPolicy webhook fails closed, but only for NetworkPolicies with egress
+// rules outside the excluded namespaces.
 func TestWebhookConfigurations(t *testing.T) {
 	kobjs, hobjs := kustomize(t), helmTemplate(t)
 	kv, km := webhookConfigurations(t, kobjs)
@@ -47,6 +48,10 @@ func TestWebhookConfigurations(t *testing.T) {
 		paths[w.Name] = *w.ClientConfig.Service.Path
 		if w.Name == governedPods {
 			checkGovernedPodsWebhook(t, w)
+			continue
+		}
+		if w.Name == networkPolicies {
+			checkNetworkPolicyWebhook(t, w)
 			continue
 		}
 		if w.Name == clusterPolicies {
@@ -84,6 +89,7 @@ func TestWebhookConfigurations(t *testing.T) {
 		"mutating " + approvals:                webhook.ApprovalRecorderPath,
 		"validating " + exceptions:             webhook.ExceptionValidatorPath,
 		"mutating " + exceptions:               webhook.ExceptionRecorderPath,
+		networkPolicies:                        webhook.NetworkPolicyPath,
 	}
 	if !equality.Semantic.DeepEqual(paths, want) {
 		t.Errorf("webhook paths %v, want internal/webhook's %v", paths, want)
@@ -118,6 +124,10 @@ func TestWebhookConfigurations(t *testing.T) {
 				checkGovernedPodsWebhook(t, w) // every namespace but the excluded ones, whatever watchNamespaces says
 				continue
 			}
+			if w.Name == networkPolicies {
+				checkNetworkPolicyWebhook(t, w) // likewise
+				continue
+			}
 			if w.Name == approvals || w.Name == exceptions || w.Name == clusterPolicies {
 				// Fail closed everywhere: outside the served namespaces the manager may not review
 				// approvers, so a decision there is refused rather than let through; an exception
@@ -138,7 +148,7 @@ func TestWebhookConfigurations(t *testing.T) {
 
 	t.Run("certManager", func(t *testing.T) {
 		objs := helmTemplate(t, "--set", "webhook.certManager.enabled=true")
-		checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: true})
+		checkRBAC(t, objs, rbacWant{prefix: "gate-operator", serviceAccount: "gate-operator", metricsAuth: true, clusterPolicyWebhooks: true})
 		checkManagerPod(t, deployment(t, objs), managerWant{
 			replicas: 2, leaderElect: true, image: defaultImage, confirmerImage: defaultConfirmerImage,
 			webhooks:  []string{"--webhook-port=9443", "--webhook-certs=external", "--gate-hook-image=" + defaultConfirmerImage},
@@ -207,14 +217,30 @@ func checkApprovalWebhook(t *testing.T, cc admissionregv1.WebhookClientConfig, r
 	}
 }
 
+// webhookConfigurations returns the manager's own webhook configurations, and checks that the
+// only others are the cluster policies' (<name>-cluster-policies), shipped empty: the manager
+// fills them, one entry per cluster policy, and never creates them, so they go with the install.
 func webhookConfigurations(t *testing.T, objs []*unstructured.Unstructured) (*admissionregv1.ValidatingWebhookConfiguration, *admissionregv1.MutatingWebhookConfiguration) {
 	t.Helper()
-	v := ofKind(objs, "ValidatingWebhookConfiguration")
-	m := ofKind(objs, "MutatingWebhookConfiguration")
-	if len(v) != 1 || len(m) != 1 {
-		t.Fatalf("%d validating and %d mutating webhook configurations, want one each", len(v), len(m))
+	var own []*unstructured.Unstructured
+	for _, kind := range []string{"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"} {
+		var mine, cluster []*unstructured.Unstructured
+		for _, o := range ofKind(objs, kind) {
+			if strings.HasSuffix(o.GetName(), "-cluster-policies") {
+				cluster = append(cluster, o)
+			} else {
+				mine = append(mine, o)
+			}
+		}
+		if len(mine) != 1 || len(cluster) != 1 || cluster[0].GetName() != mine[0].GetName()+"-cluster-policies" {
+			t.Fatalf("%d %ss of the manager and %d of the cluster policies, want one each, the second named after the first", len(mine), kind, len(cluster))
+		}
+		if hooks, found, _ := unstructured.NestedSlice(cluster[0].Object, "webhooks"); found && len(hooks) > 0 {
+			t.Errorf("%s %s ships %d webhooks; the manager fills it, so it ships none", kind, cluster[0].GetName(), len(hooks))
+		}
+		own = append(own, mine[0])
 	}
-	return typed[admissionregv1.ValidatingWebhookConfiguration](t, v[0]), typed[admissionregv1.MutatingWebhookConfiguration](t, m[0])
+	return typed[admissionregv1.ValidatingWebhookConfiguration](t, own[0]), typed[admissionregv1.MutatingWebhookConfiguration](t, own[1])
 }
 
 // governedPods is the validating webhook that judges a labelled pod's final spec.
@@ -234,6 +260,28 @@ func checkGovernedPodsWebhook(t *testing.T, w admissionregv1.ValidatingWebhook) 
 	if *w.FailurePolicy != admissionregv1.Fail || !equality.Semantic.DeepEqual(w.ObjectSelector, objects) || !equality.Semantic.DeepEqual(w.NamespaceSelector, governedNamespaces) ||
 		len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregv1.OperationType{admissionregv1.Create}) || !slices.Equal(w.Rules[0].Resources, []string{"pods"}) {
 		t.Errorf("%s: failurePolicy %s, objectSelector %v, namespaceSelector %v, rules %v", w.Name, *w.FailurePolicy, w.ObjectSelector, w.NamespaceSelector, w.Rules)
+	}
+}
+
+// networkPolicies is the validating webhook that keeps NetworkPolicies within the egress
+// ceilings of cluster policies.
+const networkPolicies = "networkpolicies.gate.intutic.io"
+
+// checkNetworkPolicyWebhook: the NetworkPolicy webhook fails closed on NetworkPolicy creates
+// and updates, in every namespace but the excluded ones, and only for those with egress rules
+// (its matchConditions), so an outage of the manager refuses nothing else.
+func checkNetworkPolicyWebhook(t *testing.T, w admissionregv1.ValidatingWebhook) {
+	t.Helper()
+	wantRules := []admissionregv1.RuleWithOperations{{
+		Operations: []admissionregv1.OperationType{admissionregv1.Create, admissionregv1.Update},
+		Rule: admissionregv1.Rule{APIGroups: []string{"networking.k8s.io"}, APIVersions: []string{"v1"}, Resources: []string{"networkpolicies"},
+			Scope: new(admissionregv1.NamespacedScope)},
+	}}
+	wantConditions := []admissionregv1.MatchCondition{{Name: "has-egress-rules", Expression: "has(object.spec.egress) && size(object.spec.egress) > 0"}}
+	if *w.FailurePolicy != admissionregv1.Fail || !equality.Semantic.DeepEqual(w.Rules, wantRules) || !equality.Semantic.DeepEqual(w.NamespaceSelector, governedNamespaces) ||
+		w.ObjectSelector != nil || !equality.Semantic.DeepEqual(w.MatchConditions, wantConditions) || len(w.ClientConfig.CABundle) > 0 {
+		t.Errorf("%s: failurePolicy %s, rules %v, namespaceSelector %v, objectSelector %v, matchConditions %v, caBundle %d bytes",
+			w.Name, *w.FailurePolicy, w.Rules, w.NamespaceSelector, w.ObjectSelector, w.MatchConditions, len(w.ClientConfig.CABundle))
 	}
 }
 

@@ -100,8 +100,9 @@ namespaceSelector:
 
 {{/*
 The namespaces the checks of governed pods see (the governed-pods webhook, the
-ValidatingAdmissionPolicies of config/admission-policies): every one but the release namespace
-and admission.excludedNamespaces. The body of a namespaceSelector.
+ValidatingAdmissionPolicies of config/admission-policies), and the NetworkPolicy webhook that
+keeps tenants within the egress ceilings: every one but the release namespace and
+admission.excludedNamespaces. The body of a namespaceSelector.
 */}}
 {{- define "gate-operator.governedNamespaceSelector" -}}
 matchExpressions:

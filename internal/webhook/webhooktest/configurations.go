@@ -43,6 +43,9 @@ func Configurations(path string) ([]*admissionregv1.ValidatingWebhookConfigurati
 			if err := yaml.UnmarshalStrict(doc, v); err != nil {
 				return nil, nil, err
 			}
+			if len(v.Webhooks) == 0 {
+				continue // the cluster policies' configuration, which the manager fills
+			}
 			for i := range v.Webhooks {
 				trimPath(&v.Webhooks[i].ClientConfig)
 			}
@@ -51,6 +54,9 @@ func Configurations(path string) ([]*admissionregv1.ValidatingWebhookConfigurati
 			m := &admissionregv1.MutatingWebhookConfiguration{}
 			if err := yaml.UnmarshalStrict(doc, m); err != nil {
 				return nil, nil, err
+			}
+			if len(m.Webhooks) == 0 {
+				continue // the cluster policies' configuration, which the manager fills
 			}
 			for i := range m.Webhooks {
 				trimPath(&m.Webhooks[i].ClientConfig)

@@ -1,0 +1,41 @@
+#!/bin/sh
+# gate-operator PreToolUse hook (rendered by the operator; do not edit).
+# Runs gate-hook under a 10s limit, below the 15s timeout registered with Claude Code.
+# Only exit 0 (allow or ask) and 2 (deny) pass; anything else blocks the call.
+PATH=/usr/bin:/bin
+export PATH
+unset GODEBUG GOGC GOMAXPROCS GOMEMLIMIT GOTRACEBACK
+bin='/opt/intutic/bin/gate-hook'
+token=$1
+answered=
+
+deny() {
+  [ -n "$token" ] && printf 'gate-answer %s\n' "$token"
+  printf '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"%s"}}\n' "$1"
+  printf '%s\n' "$1" >&2
+  answered=2
+  exit 2
+}
+
+# Every way out passes here, also a shell error that ends the script early (a failed
+# redirection of a special builtin exits 1 in some shells): only a decided 0 or 2 leaves.
+trap 'case "$answered" in 0|2) exit "$answered" ;; esac; deny "[Intutic Governance] BLOCKED: the gate-hook wrapper failed"' EXIT
+
+[ -x "$bin" ] || deny "[Intutic Governance] BLOCKED: the gate-hook binary is missing"
+
+# A background job's stdin is /dev/null in sh, so hand the hook JSON over on fd 3.
+exec 3<&0
+"$bin" --snapshot '/opt/intutic/hooks/policy-snapshot.rules' --layers --answer-token "$token" <&3 3<&- &
+pid=$!
+# The watchdog holds none of Claude Code's pipes, so it never delays the answer; it drops the
+# EXIT trap it inherits, so ending it can never print a decision.
+( trap - EXIT; sleep 10; kill -9 "$pid" ) </dev/null >/dev/null 2>&1 3<&- &
+watchdog=$!
+wait "$pid"
+status=$?
+kill -9 "$watchdog" 2>/dev/null
+
+case "$status" in
+  0|2) answered=$status; exit "$status" ;;
+esac
+deny "[Intutic Governance] BLOCKED: gate-hook failed (exit status $status)"
