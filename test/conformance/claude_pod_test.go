@@ -174,8 +174,12 @@ func TestClaudeCodeInPod(t *testing.T) {
 		faultCases = append(faultCases, podCase{name: f.name, pod: faults, tool: "Bash", input: map[string]any{"command": "touch " + marker}, marker: marker,
 			setup: func(t *testing.T) { breakFaultPod(ctx, t, env, faults, f.fault) }, check: f.check})
 	}
+	// Under a cluster baseline and an exception, before the policy edit (which blocks touch).
+	fleet, removeFleet := fleetCases(ctx, t, env, governed)
+	defer removeFleet()
+	t.Logf("fleet cases: %s", fleetNames(fleet))
 	edit := cases[len(cases)-1]
-	cases = append(append(cases[:len(cases)-1], faultCases...), edit)
+	cases = append(append(append(cases[:len(cases)-1], faultCases...), fleet...), edit)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.setup != nil {

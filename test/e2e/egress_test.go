@@ -21,10 +21,12 @@ import (
 const egressNS = "egress"
 
 // egressObjects: a target pod listening on 8080 and 53 ("another pod"), a pod no policy
-// selects, and one pod under each of three policies. The allow-list policy allows one host by
+// selects, one pod under each of three namespace policies, and one that only the cluster policy
+// selects (governed by the namespace's baseline, whose NetworkPolicy is the ceiling itself). The allow-list policy allows one host by
 // name (resolved through the cluster's DNS stand-in pod), a /32, and a /25 with a /32 carved
 // out of it (the stand-in for a metadata address: never probe a real one). The cluster policy
-// egress-ceiling bounds every namespace policy of the namespace to api.anthropic.com,
+// egress-ceiling (selecting the pods with a role label) bounds every namespace policy of the
+// namespace to api.anthropic.com,
 // 198.18.40.30/32 and 198.18.41.0/24 on 443: allow-list stays inside it, beyond-ceiling lists
 // github.com and port 8443 beside what the ceiling allows. The outside hosts (hack/lib/node.sh)
 // listen on 80, 443 and 8443 at every address probed.
@@ -59,6 +61,7 @@ kind: ClusterHarnessAgentPolicy
 metadata: {name: egress-ceiling}
 spec:
   namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: egress}}
+  podSelector: {matchExpressions: [{key: role, operator: Exists}]}
   egress:
     allowedHosts: [api.anthropic.com]
     allowedCIDRs: [198.18.40.30/32, 198.18.41.0/24]
@@ -112,10 +115,17 @@ func testEgressTable(ctx context.Context, t *testing.T, env *localenv.Env) {
 		egressPod("unselected", "", "pause") +
 		egressPod("deny-all", "deny-all", "pause") +
 		egressPod("allow-list", "allow-list", "pause") +
-		egressPod("beyond-ceiling", "beyond-ceiling", "pause")
+		egressPod("beyond-ceiling", "beyond-ceiling", "pause") +
+		egressPod("cluster-only", "cluster-only", "pause")
 	if _, err := env.Kubectl(ctx, manifest, "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
+	// The ceiling goes with this table: later tests use the namespace's pods unbounded.
+	defer func() {
+		if _, err := env.Kubectl(ctx, "", "delete", "clusterharnessagentpolicy", "egress-ceiling"); err != nil {
+			t.Error(err)
+		}
+	}()
 	if _, err := env.Kubectl(ctx, "", "-n", egressNS, "wait", "--for=condition=Ready", "pod", "--all", "--timeout=120s"); err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +167,10 @@ func testEgressTable(ctx context.Context, t *testing.T, env *localenv.Env) {
 		"allow-list": {B, O, B, B, O, B, B, B, O, B},
 		// github.com and 198.18.41.10:8443 are listed by the namespace policy, not by the ceiling.
 		"beyond-ceiling": {B, O, B, B, O, B, B, B, O, B},
+		// No namespace policy selects it: the baseline's NetworkPolicy is the ceiling itself.
+		"cluster-only": {B, O, B, O, O, B, O, B, O, B},
 	}
-	rows := []string{"unselected", "deny-all", "allow-list", "beyond-ceiling"}
+	rows := []string{"unselected", "deny-all", "allow-list", "beyond-ceiling", "cluster-only"}
 	got := map[string][]string{}
 	for _, pod := range rows {
 		got[pod] = probeRow(ctx, t, env, pod, columns)
@@ -240,6 +252,8 @@ func rowLabel(pod string) string {
 		return "deny-all policy"
 	case "beyond-ceiling":
 		return "policy listing more than its cluster ceiling"
+	case "cluster-only":
+		return "cluster policy only (its ceiling)"
 	default:
 		return "allow-list policy"
 	}
