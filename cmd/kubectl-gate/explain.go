@@ -172,12 +172,12 @@ type explainedLayer struct {
 // layersOf loads a bundle's layers for a pod with these labels, with the gate's own loaders:
 // a bundle without a layers index is its namespace policy alone.
 func layersOf(cm *corev1.ConfigMap, labels map[string]string) (*layerSet, []gatelib.Layer, error) {
-	primary, err := gatelib.LoadSnapshot([]byte(cm.Data[gatelib.SnapshotFileName]), "")
-	if err != nil {
-		return nil, nil, err
-	}
 	raw, layered := cm.Data[gatelib.LayersFileName]
 	if !layered {
+		primary, err := gatelib.LoadSnapshot([]byte(cm.Data[gatelib.SnapshotFileName]), "")
+		if err != nil {
+			return nil, nil, err
+		}
 		p, _ := gatelib.Compile(primary)
 		ns := &layerSet{layers: []explainedLayer{{id: gatelib.LayerKindNamespace + "/" + primary.Policy, snap: primary}}, policy: layeredOne{p}}
 		return ns, nil, nil
@@ -185,6 +185,14 @@ func layersOf(cm *corev1.ConfigMap, labels map[string]string) (*layerSet, []gate
 	idx, err := gatelib.LoadLayersIndex([]byte(raw), "")
 	if err != nil {
 		return nil, nil, err
+	}
+	// A baseline bundle (no namespace policy) has no snapshot of its own to read, as its hook
+	// does not read one.
+	var primary *gatelib.Snapshot
+	if idx.Namespaced {
+		if primary, err = gatelib.LoadSnapshot([]byte(cm.Data[gatelib.SnapshotFileName]), ""); err != nil {
+			return nil, nil, err
+		}
 	}
 	snaps := map[string]*gatelib.Snapshot{}
 	var unselected []gatelib.Layer

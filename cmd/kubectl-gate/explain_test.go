@@ -85,6 +85,23 @@ func TestExplain(t *testing.T) {
 		t.Errorf("bad --input: exit %d, %s", code, errOut)
 	}
 
+	// A pod only cluster policies govern mounts its namespace's baseline bundle, which has no
+	// namespace layer: explain names the cluster layers alone, as its hook decides with them.
+	baselineBundle, err := bootstrap.RenderBaseline(bootstrap.Layers{Cluster: []bootstrap.ClusterLayer{baseline}}, ns, nil, bootstrap.Options{})
+	must(t, err)
+	must(t, admin.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: bootstrap.BaselineConfigMap}, Data: baselineBundle.Data}))
+	baselinePod := pod.DeepCopy()
+	baselinePod.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "baseline-0", Labels: map[string]string{gatev1.LabelBaseline: "true"}}
+	baselinePod.Spec.Volumes[0].Projected.Sources[0].ConfigMap.Name = bootstrap.BaselineConfigMap
+	must(t, admin.Create(ctx, baselinePod))
+	code, out, errOut = gate(ctx, "explain", "baseline-0", "--kubeconfig", cfg, "--tool", "Bash", "--input", `{"command":"rm -rf /tmp/x"}`)
+	if code != exitOK {
+		t.Fatalf("a baseline pod: exit %d: %s", code, errOut)
+	}
+	if strings.Contains(out, "HarnessAgentPolicy/"+ns) || !strings.Contains(out, "Result:    Block by ClusterHarnessAgentPolicy/baseline, rule no-rm") {
+		t.Errorf("a baseline pod is decided by the cluster layer alone:\n%s", out)
+	}
+
 	plain := pod.DeepCopy()
 	plain.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "not-governed"}
 	plain.Spec.Volumes = nil
