@@ -2,15 +2,11 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
-	"slices"
 
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -168,18 +164,7 @@ func baselineNetworkPolicyMatches(np *networkingv1.NetworkPolicy, want *baseline
 	if np == nil || !isBaselineChild(np) || np.Annotations[gatev1.AnnotationEgressCeilings] != want.ceilings || !sameClusterOwners(np.OwnerReferences, selecting) {
 		return false
 	}
-	raw, err := json.Marshal(want.egress.Spec)
-	if err != nil {
-		return false
-	}
-	var spec networkingv1.NetworkPolicySpec
-	if err := json.Unmarshal(raw, &spec); err != nil {
-		return false
-	}
-	got := &np.Spec
-	return equality.Semantic.DeepEqual(got.PodSelector, spec.PodSelector) &&
-		equality.Semantic.DeepEqual(got.PolicyTypes, spec.PolicyTypes) &&
-		equality.Semantic.DeepEqual(normalizeEgress(got.Egress), normalizeEgress(spec.Egress))
+	return egressSpecMatches(&np.Spec, want.egress.Spec)
 }
 
 // baselineEgress renders the baseline's NetworkPolicy: the pods labelled gatev1.LabelBaseline
@@ -199,12 +184,7 @@ func baselineEgress(ceilings []egress.Ceiling, dns egress.DNSSelector, canary eg
 // TTL, within the floor and cap) or changed, and returns their addresses; nil when it lists
 // none. Every namespace the policy selects shares one resolution.
 func (r *BaselineReconciler) resolveCeiling(ctx context.Context, policy string, allowed []gatev1.Hostname) *egress.Resolution {
-	hosts := make([]string, 0, len(allowed))
-	for _, h := range allowed {
-		hosts = append(hosts, string(h))
-	}
-	slices.Sort(hosts)
-	hosts = slices.Compact(hosts)
+	hosts := sortedHosts(allowed)
 	if len(hosts) == 0 {
 		return nil
 	}
@@ -218,38 +198,7 @@ func (r *BaselineReconciler) resolveCeiling(ctx context.Context, policy string, 
 		r.hosts[policy] = st
 	}
 	r.mu.Unlock()
-	st.mu.Lock()
-	defer st.mu.Unlock()
-
-	now := r.Clock.Now()
-	if !st.cache.Due(now) && slices.Equal(st.hosts, hosts) {
-		res := st.last
-		return &res
-	}
-	// Looked up at once, a few at a time, each under its own timeout, as a namespace policy's.
-	records := make([][]egress.Record, len(hosts))
-	var g errgroup.Group
-	g.SetLimit(resolveConcurrency)
-	for i, h := range hosts {
-		g.Go(func() error {
-			hctx, cancel := context.WithTimeout(ctx, resolveTimeout)
-			defer cancel()
-			recs, err := r.Resolver.Resolve(hctx, h)
-			if err != nil {
-				log.FromContext(ctx).V(1).Info("ceiling host did not resolve", "clusterPolicy", policy, "host", h, "error", err.Error())
-			}
-			records[i] = recs
-			return nil
-		})
-	}
-	_ = g.Wait() // lookups report no error: a host that does not resolve contributes nothing
-	results := make(map[string][]egress.Record, len(hosts))
-	for i, h := range hosts {
-		results[h] = records[i]
-	}
-	st.hosts = hosts
-	st.last = st.cache.Update(now, hosts, results, r.MinResolve, r.MaxResolve)
-	res := st.last
+	res, _ := st.resolve(log.IntoContext(ctx, log.FromContext(ctx).WithValues("clusterPolicy", policy)), r.Resolver, hosts, r.Clock.Now(), r.MinResolve, r.MaxResolve)
 	return &res
 }
 

@@ -138,7 +138,13 @@ func networkPolicyMatches(np *networkingv1.NetworkPolicy, p *gatev1.HarnessAgent
 	if np == nil || !ownedBy(np, p) || np.Annotations[gatev1.AnnotationEgressCeilings] != want.ceilings {
 		return false
 	}
-	raw, err := json.Marshal(want.egress.Spec)
+	return egressSpecMatches(&np.Spec, want.egress.Spec)
+}
+
+// egressSpecMatches reports whether an egress NetworkPolicy's spec is the rendered one. Ingress
+// is not compared: it is not ours to manage, and an ingress rule cannot widen egress.
+func egressSpecMatches(got *networkingv1.NetworkPolicySpec, want *networkingv1ac.NetworkPolicySpecApplyConfiguration) bool {
+	raw, err := json.Marshal(want)
 	if err != nil {
 		return false
 	}
@@ -146,8 +152,6 @@ func networkPolicyMatches(np *networkingv1.NetworkPolicy, p *gatev1.HarnessAgent
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		return false
 	}
-	// Ingress is not compared: it is not ours to manage, and an ingress rule cannot widen egress.
-	got := &np.Spec
 	return equality.Semantic.DeepEqual(got.PodSelector, spec.PodSelector) &&
 		equality.Semantic.DeepEqual(got.PolicyTypes, spec.PolicyTypes) &&
 		equality.Semantic.DeepEqual(normalizeEgress(got.Egress), normalizeEgress(spec.Egress))

@@ -83,17 +83,11 @@ func (r *HarnessAgentPolicyReconciler) resolve(ctx context.Context, p *gatev1.Ha
 // resolveHosts resolves the hosts kept under key: a namespace policy's namespace and name, or a
 // cluster policy's name alone (its ceiling's hosts).
 func (r *HarnessAgentPolicyReconciler) resolveHosts(ctx context.Context, key types.NamespacedName, allowed []gatev1.Hostname) *egress.Resolution {
-	hosts := make([]string, 0, len(allowed))
-	for _, h := range allowed {
-		hosts = append(hosts, string(h))
-	}
-	slices.Sort(hosts)
-	hosts = slices.Compact(hosts)
+	hosts := sortedHosts(allowed)
 	if len(hosts) == 0 {
 		r.forgetHosts(key)
 		return nil
 	}
-
 	r.mu.Lock()
 	if r.hosts == nil {
 		r.hosts = map[types.NamespacedName]*policyHosts{}
@@ -104,16 +98,34 @@ func (r *HarnessAgentPolicyReconciler) resolveHosts(ctx context.Context, key typ
 		r.hosts[key] = st
 	}
 	r.mu.Unlock()
+	res, before := st.resolve(ctx, r.Resolver, hosts, r.Clock.Now(), r.MinResolve, r.MaxResolve)
+	r.mu.Lock()
+	r.addAddresses(len(res.Addresses) - before)
+	r.mu.Unlock()
+	return &res
+}
+
+// sortedHosts are the allowed hosts, sorted, each once.
+func sortedHosts(allowed []gatev1.Hostname) []string {
+	hosts := make([]string, 0, len(allowed))
+	for _, h := range allowed {
+		hosts = append(hosts, string(h))
+	}
+	slices.Sort(hosts)
+	return slices.Compact(hosts)
+}
+
+// resolve resolves the hosts when they are due (at the records' TTL, within the floor and the
+// cap) or changed, and returns their resolution and how many addresses st held before. The
+// hosts are looked up at once, a few at a time, each under its own timeout: a reconcile waits
+// for its slowest host, not for the sum of them.
+func (st *policyHosts) resolve(ctx context.Context, resolver egress.Resolver, hosts []string, now time.Time, minResolve, maxResolve time.Duration) (res egress.Resolution, before int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-
-	now := r.Clock.Now()
+	before = len(st.last.Addresses)
 	if !st.cache.Due(now) && slices.Equal(st.hosts, hosts) {
-		res := st.last
-		return &res
+		return st.last, before
 	}
-	// The hosts are looked up at once, a few at a time, each under its own timeout: a policy's
-	// reconcile waits for its slowest host, not for the sum of them.
 	records := make([][]egress.Record, len(hosts))
 	var g errgroup.Group
 	g.SetLimit(resolveConcurrency)
@@ -121,7 +133,7 @@ func (r *HarnessAgentPolicyReconciler) resolveHosts(ctx context.Context, key typ
 		g.Go(func() error {
 			hctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 			defer cancel()
-			recs, err := r.Resolver.Resolve(hctx, h)
+			recs, err := resolver.Resolve(hctx, h)
 			if err != nil {
 				log.FromContext(ctx).V(1).Info("host did not resolve", "host", h, "error", err.Error())
 			}
@@ -135,13 +147,8 @@ func (r *HarnessAgentPolicyReconciler) resolveHosts(ctx context.Context, key typ
 		results[h] = records[i]
 	}
 	st.hosts = hosts
-	before := len(st.last.Addresses)
-	st.last = st.cache.Update(now, hosts, results, r.MinResolve, r.MaxResolve)
-	res := st.last
-	r.mu.Lock()
-	r.addAddresses(len(st.last.Addresses) - before)
-	r.mu.Unlock()
-	return &res
+	st.last = st.cache.Update(now, hosts, results, minResolve, maxResolve)
+	return st.last, before
 }
 
 // ceilings returns the egress ceilings of the cluster policies selecting the policy's namespace
