@@ -99,8 +99,10 @@ func TestRenderAdmissionPolicies(t *testing.T) {
 	if n := strings.Count(text, `policyName: {{ include "gate-operator.fullname" . }}-`); n != strings.Count(text, "kind: ValidatingAdmissionPolicyBinding") || n == 0 {
 		t.Errorf("%d bindings name their release's policy, of %d", n, strings.Count(text, "kind: ValidatingAdmissionPolicyBinding"))
 	}
-	if n := strings.Count(text, `{{- include "gate-operator.governedNamespaceSelector" . | nindent`); n != 2 {
-		t.Errorf("the governed-namespaces selector appears %d times, want 2", n)
+	// governed-pods, governed-pod-selectors and cluster-pod-selectors bind to the governed
+	// namespaces.
+	if n := strings.Count(text, `{{- include "gate-operator.governedNamespaceSelector" . | nindent`); n != 3 {
+		t.Errorf("the governed-namespaces selector appears %d times, want 3", n)
 	}
 	// managed-children.yaml names the manager's user in its expression, message and
 	// messageExpression.

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -227,6 +228,17 @@ func TestAdmissionPoliciesRefuse(t *testing.T) {
 	admissionPoliciesEnforced(t)
 	ctx := testutil.Context(t, time.Minute)
 	ns := governedNamespace(t, "vap-")
+	// A cluster policy's podSelector reads tier (it selects no namespace: only its keys matter).
+	// Created first, so the API server holds it as a parameter by the time the pods are updated.
+	tierPolicy := "vap-tier-" + strings.TrimPrefix(ns, "vap-")
+	tiers := &gatev1.ClusterHarnessAgentPolicy{ObjectMeta: metav1.ObjectMeta{Name: tierPolicy}, Spec: gatev1.ClusterHarnessAgentPolicySpec{
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"vap-test": "none"}},
+		PodSelector:       metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpExists}}},
+	}}
+	if err := k8sClient.Create(ctx, tiers); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), tiers) })
 	for _, tc := range []struct {
 		name string
 		edit func(pod *corev1.Pod)
@@ -294,6 +306,10 @@ func TestAdmissionPoliciesRefuse(t *testing.T) {
 		}, "the annotation gate.intutic.io/inject-skip-containers of a governed pod cannot change"},
 		{"a label the podSelector reads", func(pod *corev1.Pod) { delete(pod.Labels, "team") },
 			"the labels team of a pod governed by HarnessAgentPolicy coding-agents cannot change"},
+		{"the baseline label added", func(pod *corev1.Pod) { pod.Labels[gatev1.LabelBaseline] = "true" },
+			"the label gate.intutic.io/baseline of a pod cannot change after it is created"},
+		{"a label a cluster policy's podSelector reads", func(pod *corev1.Pod) { pod.Labels["tier"] = "trusted" },
+			"the labels tier of a governed pod cannot change after it is created: the podSelector of ClusterHarnessAgentPolicy " + tierPolicy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := update(tc.edit)
