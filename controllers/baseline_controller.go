@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,9 +74,8 @@ type BaselineReconciler struct {
 
 	// layers is each cluster policy's layer for workspace "".
 	layers layerMemo
-	// hosts is the resolution state of each cluster policy's ceiling hosts, by its name.
-	mu    sync.Mutex
-	hosts map[string]*policyHosts
+	// ceilingHosts is the resolution of the ceilings' hosts.
+	ceilingHosts ceilingHosts
 }
 
 // baselineNamespace reports whether a namespace can have a baseline: any but the system
@@ -152,7 +150,7 @@ func (r *BaselineReconciler) gather(ctx context.Context, namespace string) (*bas
 		return nil, fmt.Errorf("listing ClusterHarnessAgentPolicies: %w", err)
 	}
 	r.layers.keepOnly(list.Items)
-	r.forgetCeilingsBut(list.Items)
+	r.ceilingHosts.keepOnly(list.Items)
 	if !baselineNamespace(namespace, r.ManagerNamespace) {
 		return o, nil
 	}
@@ -206,13 +204,8 @@ func (r *BaselineReconciler) gatherLayers(ctx context.Context, namespace string,
 		}
 		o.layers = append(o.layers, l)
 		if c.Spec.Egress != nil {
-			ceiling := egress.Ceiling{Policy: c.Name, Spec: c.Spec.Egress}
-			if res := r.resolveCeiling(ctx, c.Name, c.Spec.Egress.AllowedHosts); res != nil {
-				ceiling.HostAddrs = res.Hosts
-				if o.ceilingsNext.IsZero() || res.Next.Before(o.ceilingsNext) {
-					o.ceilingsNext = res.Next
-				}
-			}
+			ceiling, due, _ := r.ceilingHosts.ceiling(ctx, c, r.Resolver, r.Clock.Now(), r.MinResolve, r.MaxResolve)
+			o.ceilingsNext = earlier(o.ceilingsNext, due)
 			o.ceilings = append(o.ceilings, ceiling)
 		}
 	}

@@ -70,7 +70,9 @@ type HarnessAgentPolicyReconciler struct {
 	// mu guards each policy's host resolution, kept between reconciles.
 	mu    sync.Mutex
 	hosts map[types.NamespacedName]*policyHosts
-	// addresses is the sum of len(hosts[*].last.Addresses), for the gauge.
+	// ceilingHosts is the resolution of the ceilings' hosts.
+	ceilingHosts ceilingHosts
+	// addresses is the sum of the addresses in hosts and ceilingHosts, for the gauge.
 	addresses int
 }
 

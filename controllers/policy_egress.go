@@ -64,8 +64,8 @@ func (r *HarnessAgentPolicyReconciler) computeEgress(p *gatev1.HarnessAgentPolic
 }
 
 // policyHosts is the resolution state of one policy's allowed hosts (or one cluster policy's
-// ceiling hosts), kept between reconciles. mu serialises its resolutions: a ceiling's hosts are
-// resolved by the reconciles of every namespace policy under it, concurrently.
+// ceiling hosts, ceilingHosts), kept between reconciles. mu serialises its resolutions: a
+// ceiling's hosts are resolved by the reconciles of every namespace under it, concurrently.
 type policyHosts struct {
 	mu    sync.Mutex
 	cache egress.HostAddresses
@@ -80,8 +80,7 @@ func (r *HarnessAgentPolicyReconciler) resolve(ctx context.Context, p *gatev1.Ha
 	return r.resolveHosts(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, p.Spec.Egress.AllowedHosts)
 }
 
-// resolveHosts resolves the hosts kept under key: a namespace policy's namespace and name, or a
-// cluster policy's name alone (its ceiling's hosts).
+// resolveHosts resolves the hosts kept under key, a namespace policy's namespace and name.
 func (r *HarnessAgentPolicyReconciler) resolveHosts(ctx context.Context, key types.NamespacedName, allowed []gatev1.Hostname) *egress.Resolution {
 	hosts := sortedHosts(allowed)
 	if len(hosts) == 0 {
@@ -163,7 +162,11 @@ func (r *HarnessAgentPolicyReconciler) ceilings(ctx context.Context, p *gatev1.H
 	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, time.Time{}, fmt.Errorf("listing ClusterHarnessAgentPolicies: %w", err)
 	}
-	r.forgetCeilingsBut(list.Items)
+	if dropped := r.ceilingHosts.keepOnly(list.Items); dropped > 0 {
+		r.mu.Lock()
+		r.addAddresses(-dropped)
+		r.mu.Unlock()
+	}
 	var out []egress.Ceiling
 	var next time.Time
 	var nsLabels map[string]string
@@ -181,35 +184,16 @@ func (r *HarnessAgentPolicyReconciler) ceilings(ctx context.Context, p *gatev1.H
 		if !selectsNamespace(c, nsLabels) {
 			continue
 		}
-		ceiling := egress.Ceiling{Policy: c.Name, Spec: c.Spec.Egress}
-		if res := r.resolveHosts(ctx, types.NamespacedName{Name: c.Name}, c.Spec.Egress.AllowedHosts); res != nil {
-			ceiling.HostAddrs = res.Hosts
-			if next.IsZero() || res.Next.Before(next) {
-				next = res.Next
-			}
+		ceiling, due, delta := r.ceilingHosts.ceiling(ctx, c, r.Resolver, r.Clock.Now(), r.MinResolve, r.MaxResolve)
+		if delta != 0 {
+			r.mu.Lock()
+			r.addAddresses(delta)
+			r.mu.Unlock()
 		}
+		next = earlier(next, due)
 		out = append(out, ceiling)
 	}
 	return out, next, nil
-}
-
-// forgetCeilingsBut drops the resolution state of ceilings whose cluster policy is gone or has
-// no ceiling hosts any more.
-func (r *HarnessAgentPolicyReconciler) forgetCeilingsBut(current []gatev1.ClusterHarnessAgentPolicy) {
-	keep := map[string]bool{}
-	for i := range current {
-		if e := current[i].Spec.Egress; e != nil && len(e.AllowedHosts) > 0 {
-			keep[current[i].Name] = true
-		}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for key, st := range r.hosts {
-		if key.Namespace == "" && !keep[key.Name] {
-			delete(r.hosts, key)
-			r.addAddresses(-len(st.last.Addresses))
-		}
-	}
 }
 
 // ceilingsFingerprint identifies the ceilings a NetworkPolicy was rendered within (their

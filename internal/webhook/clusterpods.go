@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -32,10 +31,9 @@ func (h *PodInjector) selectingClusterPolicies(ctx context.Context, ns string, p
 	if len(list.Items) == 0 {
 		return nil, nil
 	}
-	nsMeta := &metav1.PartialObjectMetadata{}
-	nsMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if err := h.Reader.Get(ctx, client.ObjectKey{Name: ns}, nsMeta); err != nil {
-		return nil, fmt.Errorf("reading namespace %s: %w", ns, err)
+	nsLabels, err := namespaceLabels(ctx, h.Reader, ns)
+	if err != nil {
+		return nil, err
 	}
 	var out []gatev1.ClusterHarnessAgentPolicy
 	for _, c := range list.Items {
@@ -43,7 +41,7 @@ func (h *PodInjector) selectingClusterPolicies(ctx context.Context, ns string, p
 			continue
 		}
 		nsSel, err := metav1.LabelSelectorAsSelector(&c.Spec.NamespaceSelector)
-		if err != nil || !nsSel.Matches(labels.Set(nsMeta.Labels)) {
+		if err != nil || !nsSel.Matches(nsLabels) {
 			continue // a selector the webhook refused selects nothing
 		}
 		podSel, err := metav1.LabelSelectorAsSelector(&c.Spec.PodSelector)
@@ -106,16 +104,9 @@ func (h *PodInjector) namespacePolicyOf(ctx context.Context, ns string, pod *cor
 // policy does with the namespace's baseline bundle. The manager publishes that bundle in every
 // namespace a cluster policy selects; a pod admitted before it is there waits for its volume.
 func (h *PodInjector) governingBaseline(ctx context.Context, ns string, pod *corev1.Pod, g governing) (governing, *admission.Response) {
-	opts, refusal, err := h.resolveCanary(ctx)
-	if err != nil {
-		logf.FromContext(ctx).Error(err, "reading the egress canary Service")
-		c := opts.EgressCanary
-		r := admission.Errored(http.StatusInternalServerError, fmt.Errorf("the egress canary Service %s/%s could not be read, so the pod cannot be governed", c.Namespace, c.Service))
-		return governing{}, &r
-	}
-	if refusal != "" {
-		r := admission.Denied("the pod cannot be governed: " + refusal)
-		return governing{}, &r
+	opts, refused := h.canaryOptions(ctx)
+	if refused != nil {
+		return governing{}, refused
 	}
 	setLabel(pod, gatev1.LabelBaseline, "true")
 	g.pod, g.options = pod, opts

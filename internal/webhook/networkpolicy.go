@@ -114,7 +114,7 @@ func (v *NetworkPolicyValidator) ceilings(ctx context.Context, np *networkingv1.
 			continue
 		}
 		if nsLabels == nil {
-			if nsLabels, err = v.namespaceLabels(ctx, np.Namespace); err != nil {
+			if nsLabels, err = namespaceLabels(ctx, v.Reader, np.Namespace); err != nil {
 				return nil, err
 			}
 		}
@@ -142,10 +142,10 @@ func (v *NetworkPolicyValidator) ceilings(ctx context.Context, np *networkingv1.
 }
 
 // namespaceLabels reads a namespace's labels (never nil), as metadata.
-func (v *NetworkPolicyValidator) namespaceLabels(ctx context.Context, name string) (labels.Set, error) {
+func namespaceLabels(ctx context.Context, r client.Reader, name string) (labels.Set, error) {
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if err := v.Reader.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
 		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
 	}
 	if ns.Labels == nil {

@@ -171,17 +171,29 @@ func (h *PodInjector) governing(ctx context.Context, req admission.Request) (gov
 		logf.FromContext(ctx).Error(err, "reading the HarnessAgentPolicy a pod names", "namespace", ns, "policy", name)
 		return refuse(admission.Errored(http.StatusInternalServerError, fmt.Errorf("HarnessAgentPolicy %s/%s could not be read, so the pod cannot be governed", ns, name)))
 	}
+	opts, refused := h.canaryOptions(ctx)
+	if refused != nil {
+		return governing{}, refused
+	}
+	g.pod, g.policy, g.options = pod, policy, opts
+	return g, nil
+}
+
+// canaryOptions are the injection's options with the egress canary's ClusterIP
+// (resolveCanary), or the response that refuses the pod when the Service cannot give one.
+func (h *PodInjector) canaryOptions(ctx context.Context) (InjectOptions, *admission.Response) {
 	opts, refusal, err := h.resolveCanary(ctx)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "reading the egress canary Service")
 		c := opts.EgressCanary
-		return refuse(admission.Errored(http.StatusInternalServerError, fmt.Errorf("the egress canary Service %s/%s could not be read, so the pod cannot be governed", c.Namespace, c.Service)))
+		r := admission.Errored(http.StatusInternalServerError, fmt.Errorf("the egress canary Service %s/%s could not be read, so the pod cannot be governed", c.Namespace, c.Service))
+		return opts, &r
 	}
 	if refusal != "" {
-		return refuse(admission.Denied("the pod cannot be governed: " + refusal))
+		r := admission.Denied("the pod cannot be governed: " + refusal)
+		return opts, &r
 	}
-	g.pod, g.policy, g.options = pod, policy, opts
-	return g, nil
+	return opts, nil
 }
 
 // PodValidator admits a labelled pod only if its final spec, after every mutating webhook and
