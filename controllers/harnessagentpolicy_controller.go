@@ -170,8 +170,13 @@ func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.Har
 	} else if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("reading NetworkPolicy %s: %w", networkPolicyName(p), err)
 	}
-	var err error
-	if o.layers, o.nextExpiry, err = r.bundleLayers(ctx, p); err != nil {
+	// The cluster policies selecting the namespace give the bundle its layers and the
+	// NetworkPolicy its ceilings.
+	selecting, nsLabels, err := r.selectingClusterPolicies(ctx, p.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if o.layers, o.nextExpiry, err = r.bundleLayers(ctx, p, selecting, nsLabels); err != nil {
 		return nil, err
 	}
 	if o.podLabels, err = r.podLabels(ctx, p.Namespace); err != nil {
@@ -180,9 +185,7 @@ func (r *HarnessAgentPolicyReconciler) gather(ctx context.Context, p *gatev1.Har
 	if o.others, err = r.mayShadow(ctx, p, len(o.podLabels) > 0); err != nil {
 		return nil, fmt.Errorf("reading the NetworkPolicies that may shadow %s: %w", networkPolicyName(p), err)
 	}
-	if o.ceilings, o.ceilingsNext, err = r.ceilings(ctx, p); err != nil {
-		return nil, err
-	}
+	o.ceilings, o.ceilingsNext = r.ceilings(ctx, selecting)
 	o.resolution = r.resolve(ctx, p)
 	return o, nil
 }

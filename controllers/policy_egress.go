@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -154,34 +153,11 @@ func (st *policyHosts) resolve(ctx context.Context, resolver egress.Resolver, ho
 // (whatever their podSelector: the NetworkPolicy selects by the namespace policy's pods, and
 // bounding more pods than a ceiling selects is the safe side), their hosts resolved when due,
 // and when the first of them is due again.
-func (r *HarnessAgentPolicyReconciler) ceilings(ctx context.Context, p *gatev1.HarnessAgentPolicy) ([]egress.Ceiling, time.Time, error) {
-	if !r.ClusterPolicies {
-		return nil, time.Time{}, nil
-	}
-	var list gatev1.ClusterHarnessAgentPolicyList
-	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, time.Time{}, fmt.Errorf("listing ClusterHarnessAgentPolicies: %w", err)
-	}
-	if dropped := r.ceilingHosts.keepOnly(list.Items); dropped > 0 {
-		r.mu.Lock()
-		r.addAddresses(-dropped)
-		r.mu.Unlock()
-	}
+func (r *HarnessAgentPolicyReconciler) ceilings(ctx context.Context, selecting []*gatev1.ClusterHarnessAgentPolicy) ([]egress.Ceiling, time.Time) {
 	var out []egress.Ceiling
 	var next time.Time
-	var nsLabels map[string]string
-	for i := range list.Items {
-		c := &list.Items[i]
-		if c.Spec.Egress == nil || !c.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if nsLabels == nil {
-			var err error
-			if nsLabels, err = namespaceLabels(ctx, r.Client, p.Namespace); err != nil {
-				return nil, time.Time{}, err
-			}
-		}
-		if !selectsNamespace(c, nsLabels) {
+	for _, c := range selecting {
+		if c.Spec.Egress == nil {
 			continue
 		}
 		ceiling, due, delta := r.ceilingHosts.ceiling(ctx, c, r.Resolver, r.Clock.Now(), r.MinResolve, r.MaxResolve)
@@ -193,7 +169,7 @@ func (r *HarnessAgentPolicyReconciler) ceilings(ctx context.Context, p *gatev1.H
 		next = earlier(next, due)
 		out = append(out, ceiling)
 	}
-	return out, next, nil
+	return out, next
 }
 
 // ceilingsFingerprint identifies the ceilings a NetworkPolicy was rendered within (their

@@ -26,14 +26,47 @@ import (
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 // +kubebuilder:rbac:groups=gate.intutic.io,resources=gateexceptions,verbs=list;watch
 
+// selectingClusterPolicies are the cluster policies, not being deleted, whose namespaceSelector
+// selects the namespace, and that namespace's labels; none when the reconciler reads no cluster
+// policies. The list is also what the memos of layers and ceiling hosts keep. A cluster policy
+// whose namespace selector cannot be evaluated selects no namespace: the validating webhook
+// refuses one, and its own status says so.
+func (r *HarnessAgentPolicyReconciler) selectingClusterPolicies(ctx context.Context, namespace string) ([]*gatev1.ClusterHarnessAgentPolicy, map[string]string, error) {
+	if !r.ClusterPolicies {
+		return nil, nil, nil
+	}
+	var list gatev1.ClusterHarnessAgentPolicyList
+	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, fmt.Errorf("listing ClusterHarnessAgentPolicies: %w", err)
+	}
+	r.layers.keepOnly(list.Items)
+	if dropped := r.ceilingHosts.keepOnly(list.Items); dropped > 0 {
+		r.mu.Lock()
+		r.addAddresses(-dropped)
+		r.mu.Unlock()
+	}
+	if len(list.Items) == 0 {
+		return nil, nil, nil
+	}
+	nsLabels, err := namespaceLabels(ctx, r.Client, namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []*gatev1.ClusterHarnessAgentPolicy
+	for i := range list.Items {
+		if c := &list.Items[i]; c.DeletionTimestamp.IsZero() && selectsNamespace(c, nsLabels) {
+			out = append(out, c)
+		}
+	}
+	return out, nsLabels, nil
+}
+
 // bundleLayers returns what the policy's bundle carries beside its own snapshot: the layers of
-// the cluster policies whose namespaceSelector selects its namespace, built for its workspace, in
-// report order, and the active exceptions of its namespace (bootstrap.JudgeException, as the
-// exceptions' status says) for each of those layers and for the policy itself; and when the
-// first of those exceptions expires, so the reconcile drops it then (the gate already stops
-// honouring it at that time). A cluster policy whose namespace selector cannot be evaluated
-// selects no namespace: the validating webhook refuses one, and its own status says so.
-func (r *HarnessAgentPolicyReconciler) bundleLayers(ctx context.Context, p *gatev1.HarnessAgentPolicy) (bootstrap.Layers, time.Time, error) {
+// the selecting cluster policies, built for its workspace, in report order, and the active
+// exceptions of its namespace (bootstrap.JudgeException, as the exceptions' status says) for
+// each of those layers and for the policy itself; and when the first of those exceptions
+// expires, so the reconcile drops it then (the gate already stops honouring it at that time).
+func (r *HarnessAgentPolicyReconciler) bundleLayers(ctx context.Context, p *gatev1.HarnessAgentPolicy, selecting []*gatev1.ClusterHarnessAgentPolicy, nsLabels map[string]string) (bootstrap.Layers, time.Time, error) {
 	var out bootstrap.Layers
 	var exceptions gatev1.GateExceptionList
 	if err := r.Client.List(ctx, &exceptions, client.InNamespace(p.Namespace), client.UnsafeDisableDeepCopy); err != nil {
@@ -44,47 +77,19 @@ func (r *HarnessAgentPolicyReconciler) bundleLayers(ctx context.Context, p *gate
 	if out.Exceptions, err = j.active(gatev1.ExceptionOfNamespacePolicy, p.Name, bootstrap.ExceptionTarget{Namespace: p}); err != nil {
 		return out, time.Time{}, err
 	}
-	if r.ClusterPolicies {
-		if out.Cluster, err = r.clusterLayers(ctx, p, j); err != nil {
-			return out, time.Time{}, err
-		}
-	}
-	return out, j.next, nil
-}
-
-// clusterLayers returns the layers of the cluster policies selecting the policy's namespace, in
-// report order, each with its active exceptions in the namespace.
-func (r *HarnessAgentPolicyReconciler) clusterLayers(ctx context.Context, p *gatev1.HarnessAgentPolicy, j *exceptionJudge) ([]bootstrap.ClusterLayer, error) {
-	var list gatev1.ClusterHarnessAgentPolicyList
-	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing ClusterHarnessAgentPolicies: %w", err)
-	}
-	r.layers.keepOnly(list.Items)
-	if len(list.Items) == 0 {
-		return nil, nil
-	}
-	nsLabels, err := namespaceLabels(ctx, r.Client, p.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	var out []bootstrap.ClusterLayer
-	for i := range list.Items {
-		c := &list.Items[i]
-		if !c.DeletionTimestamp.IsZero() || !selectsNamespace(c, nsLabels) {
-			continue
-		}
+	for _, c := range selecting {
 		l, err := r.layers.layer(c, p.Spec.WorkspaceID)
 		if err != nil {
-			return nil, fmt.Errorf("building the layer of ClusterHarnessAgentPolicy %s: %w", c.Name, err)
+			return out, time.Time{}, fmt.Errorf("building the layer of ClusterHarnessAgentPolicy %s: %w", c.Name, err)
 		}
 		// The memoised layer is shared by every namespace; its exceptions are this one's.
 		if l.Exceptions, err = j.active(gatev1.ExceptionOfClusterPolicy, c.Name, bootstrap.ExceptionTarget{Cluster: c, NamespaceLabels: nsLabels}); err != nil {
-			return nil, err
+			return out, time.Time{}, err
 		}
-		out = append(out, l)
+		out.Cluster = append(out.Cluster, l)
 	}
-	bootstrap.SortClusterLayers(out) // a deterministic order for the bundle memo's fingerprint
-	return out, nil
+	bootstrap.SortClusterLayers(out.Cluster) // a deterministic order for the bundle memo's fingerprint
+	return out, j.next, nil
 }
 
 // exceptionJudge picks a namespace's active exceptions of each policy, and keeps when the first
