@@ -66,6 +66,15 @@ func portsOf(e *gatev1.EgressSpec) []int32 {
 	return slices.Compact(ports)
 }
 
+// ceilingPorts are those of ports that every ceiling allows.
+func ceilingPorts(ports []int32, ceilings []Ceiling) []int32 {
+	for _, c := range ceilings {
+		allowed := portsOf(c.Spec)
+		ports = slices.DeleteFunc(ports, func(p int32) bool { return !slices.Contains(allowed, p) })
+	}
+	return ports
+}
+
 // intersect returns the addresses in both sets of prefixes. Two prefixes either nest or are
 // disjoint, so the intersection is the inner prefix of every nesting pair.
 func intersect(a, b []netip.Prefix) []netip.Prefix {
@@ -123,11 +132,10 @@ func withinCeilings(spec *gatev1.EgressSpec, hosts map[string][]netip.Prefix, ci
 		hostDests = append(hostDests, ps...)
 	}
 	dests = canonical(slices.Concat(hostDests, cidrs))
-	ports = portsOf(spec)
 	for _, c := range ceilings {
 		dests = intersect(dests, c.destinations(denied, cluster))
-		ports = slices.DeleteFunc(ports, func(p int32) bool { return !slices.Contains(portsOf(c.Spec), p) })
 	}
+	ports = ceilingPorts(portsOf(spec), ceilings)
 	covered := func(p netip.Prefix) bool {
 		return slices.ContainsFunc(dests, func(d netip.Prefix) bool { return within(p, d) })
 	}
@@ -178,26 +186,12 @@ func Beyond(rules []networkingv1.NetworkPolicyEgressRule, ceilings []Ceiling, dn
 	if len(ceilings) == 0 {
 		return nil
 	}
-	var allowed []netip.Prefix
-	var denied []netip.Prefix
-	for i, c := range ceilings {
-		denied = append(denied, deniedPrefixes(c.Spec)...)
-		cidrs := allowedPrefixes(c.Spec)
-		if i == 0 {
-			allowed = outermost(cidrs)
-		} else {
-			allowed = intersect(allowed, cidrs)
-		}
+	allowed := outermost(allowedPrefixes(ceilings[0].Spec))
+	for _, c := range ceilings[1:] {
+		allowed = intersect(allowed, allowedPrefixes(c.Spec))
 	}
-	denied = canonical(denied)
-	var ports []int32
-	for i, c := range ceilings {
-		if i == 0 {
-			ports = portsOf(c.Spec)
-			continue
-		}
-		ports = slices.DeleteFunc(ports, func(p int32) bool { return !slices.Contains(portsOf(c.Spec), p) })
-	}
+	denied := deniedWithin(&gatev1.EgressSpec{}, ceilings)
+	ports := ceilingPorts(portsOf(ceilings[0].Spec), ceilings[1:])
 	names := strings.Join(ceilingNames(ceilings), ", ")
 
 	var out []string
