@@ -150,8 +150,26 @@ func (e *Env) Kubectl(ctx context.Context, stdin string, args ...string) (string
 // extra helm arguments, and waits until the manager is Available.
 func (e *Env) InstallChart(ctx context.Context, extra ...string) error {
 	e.Step("installing gate-operator with its Helm chart (helm install, the local images)")
+	return e.helmRelease(ctx, "install", filepath.Join(e.Root, "charts", "gate-operator"), extra...)
+}
+
+// UpgradeChart upgrades the release to charts/gate-operator (helm upgrade, the local images)
+// with the same ranges and extra helm arguments, and waits until the manager is Available.
+func (e *Env) UpgradeChart(ctx context.Context, extra ...string) error {
+	e.Step("upgrading gate-operator to this tree's Helm chart (helm upgrade, the local images)")
+	return e.helmRelease(ctx, "upgrade", filepath.Join(e.Root, "charts", "gate-operator"), extra...)
+}
+
+// InstallChartFrom installs the release gate-operator from another tree's chart (a Release's)
+// with the same ranges and extra helm arguments, and waits until the manager is Available.
+func (e *Env) InstallChartFrom(ctx context.Context, chart string, extra ...string) error {
+	return e.helmRelease(ctx, "install", chart, extra...)
+}
+
+// helmRelease runs helm install or upgrade of the release gate-operator from chart.
+func (e *Env) helmRelease(ctx context.Context, verb, chart string, extra ...string) error {
 	helm := filepath.Join(e.Root, "bin", "helm")
-	args := append([]string{"install", "gate-operator", filepath.Join(e.Root, "charts", "gate-operator"),
+	args := append([]string{verb, "gate-operator", chart,
 		"--kubeconfig", e.Kubeconfig, "--namespace", OperatorNamespace, "--create-namespace", "--wait", "--timeout", "3m",
 		"--set-json", fmt.Sprintf(`manager.extraArgs=["--service-cidrs=%s","--pod-cidrs=%s"]`, ServiceCIDR, PodCIDR)}, extra...)
 	cmd := exec.CommandContext(ctx, helm, args...)
@@ -159,7 +177,7 @@ func (e *Env) InstallChart(ctx context.Context, extra ...string) error {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		logs, _ := e.Kubectl(ctx, "", "-n", OperatorNamespace, "logs", "deploy/gate-operator", "--tail=30")
-		return fmt.Errorf("helm install: %w\n%s\nmanager log:\n%s", err, out.String(), logs)
+		return fmt.Errorf("helm %s: %w\n%s\nmanager log:\n%s", verb, err, out.String(), logs)
 	}
 	return nil
 }

@@ -65,7 +65,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	defer stop()
 
-	must(t, env.InstallChart(ctx, slices.Concat(certValues, platformValues)...))
+	installByUpgrade(ctx, t, env, slices.Concat(certValues, platformValues))
 	const key = "sk-ant-e2e"
 	must(t, env.DeployFakes(ctx, key))
 	ids, err := env.FakeSession(ctx, "sesn_e2e", "agent_e2e",
