@@ -5,35 +5,14 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 
-	"golang.org/x/sys/unix"
+	"github.com/intutic/gate-operator/internal/agentproto/handoff"
 )
 
-// execWithStdin replaces this process with bin, run with args and the environment, and with
-// stdin holding data: the hook JSON this process has already read. The data goes in a memfd (a
-// file in memory, which needs no writable directory and holds any size a pipe's buffer cannot)
-// that becomes fd 0. Replacing the process, rather than starting a child, keeps the pid the
-// wrapper waits on and kills at its time limit, and leaves no second process that could answer
-// after it. It returns only when it fails.
+// execWithStdin replaces this process with bin, run with args, and with stdin holding data: the
+// hook JSON this process has already read (handoff.Exec). It returns only when it fails.
 func execWithStdin(bin string, args []string, data []byte) error {
-	fd, err := unix.MemfdCreate("gate-hook-stdin", unix.MFD_CLOEXEC)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), "gate-hook-stdin")
-	defer f.Close()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if _, err := f.Seek(0, 0); err != nil {
-		return err
-	}
-	// fd 0 without close-on-exec; the memfd itself is closed by the exec.
-	if err := unix.Dup3(fd, 0, 0); err != nil {
-		return err
-	}
-	return syscall.Exec(bin, append([]string{bin}, args...), handOffEnv(os.Environ()))
+	return handoff.Exec(bin, args, handOffEnv(os.Environ()), data)
 }
 
 // handOffEnv is the environment gate-hook-cel starts with: this one, with the garbage

@@ -31,6 +31,10 @@ const defaultSnapshot = "/opt/intutic/hooks/" + gate.SnapshotFileName
 // that need CEL, and --install installs it too.
 const celHook = "gate-hook-cel"
 
+// gateClient is the gate-agent sidecar's client, which --install installs beside gate-hook when
+// the image has it.
+const gateClient = "gate-client"
+
 // memoryLimit bounds the heap of one call. The hook lives for one call and allocates a few
 // megabytes, so it runs without collecting garbage (a collection costs more than it frees)
 // until its heap nears this limit; gate-hook-cel is started with the same settings.
@@ -62,6 +66,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	explicitAllow := fs.Bool("explicit-allow", false, "answer Allow with permissionDecision \"allow\" instead of no decision")
 	token := fs.String("answer-token", "", "begin every answer with the line \"gate-answer <token>\" (the registered command's per-call token)")
 	layered := fs.Bool("layers", false, "decide with the layers of the bundle in the snapshot's directory, which must have its index ("+gate.LayersFileName+"): the cluster policies that select the pod, and the namespace's "+gate.SnapshotFileName+" when the index names it")
+	fs.StringVar(&a.spool.reason, "fallback-reason", "", "why gate-client handed this call over instead of the gate-agent sidecar deciding it (one of its reason codes); recorded in --fallback-spool")
+	fs.StringVar(&a.spool.path, "fallback-spool", "", "append one JSON line about the decision to this file, for the gate-agent sidecar to report (set by gate-client when it hands a call over)")
 	if err := fs.Parse(args); err != nil {
 		return a.answer(gate.Refuse(gate.CodeInputInvalid, "gate-hook was started with invalid flags"))
 	}
@@ -82,6 +88,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 
 	// Read once, and kept: a call that needs CEL is handed on with the same bytes.
 	data, err := claudecode.ReadHookInput(stdin)
+	a.input = data
 	if err != nil {
 		return a.answer(gate.Refuse(gate.CodeInputInvalid, err.Error()))
 	}
@@ -89,6 +96,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	if err != nil {
 		return a.answer(gate.Refuse(gate.CodeInputInvalid, err.Error()))
 	}
+	a.tool = gate.CanonicalToolName(call.Tool, call.Server)
 	policy, caller, err := load(*snapshot, *workspace, *layered, call)
 	if err != nil {
 		se := &gate.SnapshotError{Code: gate.CodeSnapshotCorrupt, Reason: err.Error()}
@@ -103,7 +111,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 		return a.answer(d)
 	}
 	// A rule needs CEL: gate-hook-cel decides the call from the start, reading the snapshot
-	// itself. execWithStdin returns only if it could not be started.
+	// itself, and writes the fallback spool's line when there is one (it gets the same
+	// arguments). execWithStdin returns only if it could not be started.
 	err = handOff(args, data)
 	return a.answer(gate.Refuse(gate.CodeGateCrashed, "gate-hook could not start "+celHook+": "+err.Error()))
 }
@@ -152,7 +161,9 @@ func handOff(args []string, data []byte) error {
 
 // installSelf copies the running binary to dir/gate-hook, atomically, and when it is built
 // without CEL gate-hook-cel beside it to dir/gate-hook-cel first: a gate-hook without it would
-// refuse every call that needs CEL, so its absence fails the install.
+// refuse every call that needs CEL, so its absence fails the install. gate-client, the gate-agent
+// sidecar's client, is installed too when it is beside the binary; without it the wrapper runs
+// gate-hook alone, as before the sidecar.
 func installSelf(dir string) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -163,7 +174,18 @@ func installSelf(dir string) error {
 			return err
 		}
 	}
+	if client := filepath.Join(filepath.Dir(self), gateClient); fileExists(client) {
+		if err := installCopy(client, dir, gateClient); err != nil {
+			return err
+		}
+	}
 	return installCopy(self, dir, "gate-hook")
+}
+
+// fileExists reports whether path names a file (a symlink followed).
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // installCopy copies the file src to dir/name, executable, atomically.
@@ -192,33 +214,36 @@ func installCopy(src, dir, name string) error {
 	return os.Rename(tmp.Name(), filepath.Join(dir, name))
 }
 
-// answerer writes gate-hook's answers.
+// answerer writes gate-hook's answers, and the fallback spool's line of each when gate-client
+// handed the call over (spool set).
 type answerer struct {
 	stdout, stderr io.Writer
 	// token, when set, is echoed on the answer line before every answer
 	// (claudecode.AnswerLine): the registered command lets an exit 0 through only after it.
 	token         string
 	explicitAllow bool
+	spool         fallbackSpool
+	// input and tool are the call's, once read: the spool's line records them.
+	input []byte
+	tool  string
 }
 
 // answer writes the answer to d and returns the exit status. The answer line and the answer
 // go out in one write, so the registered command never sees the line without the answer.
 func (a answerer) answer(d gate.Decision) int {
-	out, msg, exit := claudecode.HookResponse(d, a.explicitAllow)
-	if a.token != "" {
-		out = append(claudecode.AnswerLine(a.token), out...)
-	}
+	out, msg, exit := claudecode.Answer(d, a.token, a.explicitAllow)
 	if len(out) > 0 {
 		if _, err := a.stdout.Write(out); err != nil && d.Verdict != gate.Allow {
 			// An Ask or a deny that cannot be delivered must still stop the call.
 			exit = 2
-			if msg == "" {
-				msg = gate.RefusalPrefix + "gate-hook could not write its answer"
+			if msg == nil {
+				msg = []byte(gate.RefusalPrefix + "gate-hook could not write its answer\n")
 			}
 		}
 	}
-	if msg != "" {
-		fmt.Fprintln(a.stderr, msg)
+	if msg != nil {
+		_, _ = a.stderr.Write(msg)
 	}
+	a.spool.record(d, a.input, a.tool)
 	return exit
 }

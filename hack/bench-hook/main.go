@@ -9,16 +9,27 @@
 // on calls that need CEL, which it hands to gate-hook-cel; gate-hook-cel run alone on the same
 // calls, as the one binary gate-hook was before; and, with -baseline, other gate-hooks (earlier
 // revisions', named by their directories when there are several).
+//
+// With -agent and -client, it also starts the gate-agent sidecar on the same snapshot and
+// measures gate-client (without the wrapper) putting the same calls to it, gate-hook as its
+// fall-back. The snapshot is then written as the kubelet publishes a volume (a timestamped
+// directory, ..data and symlinks through it) for every contender, since the client asks about
+// the version ..data names; the run fails if the fall-back ran once, or if the sidecar did not
+// record every call the client made.
 package main
 
 import (
 	"bytes"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -42,6 +53,8 @@ func main() {
 	policy := flag.String("policy", "", "a HarnessAgentPolicy YAML (config/samples/...) whose rules to use instead of -rules realistic ones")
 	n := flag.Int("n", 200, "runs of each binary")
 	withChecked := flag.Bool("checked", true, "write the checked rules file beside the snapshot, as the bootstrap ConfigMap carries it")
+	agent := flag.String("agent", "", "gate-agent binary: start the sidecar on the snapshot and measure -client too (empty: neither)")
+	client := flag.String("client", "bin/gate-client", "gate-client binary, measured with -agent")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "bench-hook-")
@@ -60,11 +73,12 @@ func main() {
 	check(err)
 	data, err := snap.Encode()
 	check(err)
-	path := filepath.Join(dir, gate.SnapshotFileName)
-	check(os.WriteFile(path, data, 0o644))
+	files := map[string][]byte{gate.SnapshotFileName: data}
 	if *withChecked {
-		check(os.WriteFile(filepath.Join(dir, gate.CheckedFileName), checked, 0o644))
+		files[gate.CheckedFileName] = checked
 	}
+	bundle := writeBundle(dir, files, *agent != "")
+	path := filepath.Join(bundle, gate.SnapshotFileName)
 
 	payload := func(tool, input string) []byte {
 		return []byte(`{"session_id":"9b2c1f0e-4d1a-4a57-8f0e-1c2d3e4f5a6b","transcript_path":"/home/agent/.claude/projects/w/9b2c.jsonl","cwd":"/workspace","permission_mode":"default","hook_event_name":"PreToolUse","tool_name":"` + tool + `","tool_input":` + input + `,"tool_use_id":"toolu_01ABCDEF"}` + "\n")
@@ -95,19 +109,17 @@ func main() {
 		}
 	}
 
-	type contender struct {
-		name    string
-		bin     string
-		payload []byte
-		exit    int
-		times   []time.Duration
-	}
 	var cs []*contender
 	for _, c := range calls {
 		cs = append(cs, &contender{name: "gate-hook, " + c.name, bin: *hook, payload: c.payload, exit: c.exit})
 	}
 	for _, c := range calls {
 		cs = append(cs, &contender{name: "gate-hook-cel alone, " + c.name, bin: *celHook, payload: c.payload, exit: c.exit})
+	}
+	if *agent != "" {
+		for _, c := range calls {
+			cs = append(cs, &contender{name: "gate-client + gate-agent, " + c.name, bin: *client, payload: c.payload, exit: c.exit, client: true})
+		}
 	}
 	for _, b := range baselines {
 		name := "baseline"
@@ -133,26 +145,159 @@ func main() {
 		c.bin = copies[c.bin]
 	}
 
-	// One warm-up run each, so the page cache holds every binary.
-	for _, c := range cs {
-		run(c.bin, path, c.payload, c.exit)
+	var sc *sidecar
+	if *agent != "" {
+		sc = startSidecar(*agent, bundle, dir)
+		defer sc.stop()
 	}
-	for range *n {
-		for _, c := range cs {
-			c.times = append(c.times, run(c.bin, path, c.payload, c.exit))
+	args := func(c *contender) []string {
+		if c.client {
+			return []string{"--socket", sc.socket, "--runtime", "claude-code", "--fallback", copies[*hook], "--fallback-spool", sc.spool, "--", "--snapshot", path}
 		}
+		return []string{"--snapshot", path}
 	}
+
+	clientRuns := measure(cs, *n, args)
 	nm, _ := stats(noopC.times)
 	fmt.Printf("snapshot: %d rules, %d bytes, checked rules file: %v (%d bytes); %d runs each, interleaved\n", len(rs), len(data), *withChecked, len(checked), *n)
 	for _, c := range cs {
 		m, p := stats(c.times)
-		fmt.Printf("%-40s median %7.3f ms   p99 %7.3f ms   %5.2fx no-op\n", c.name, ms(m), ms(p), float64(m)/float64(nm))
+		fmt.Printf("%-46s median %7.3f ms   p99 %7.3f ms   %5.2fx no-op\n", c.name, ms(m), ms(p), float64(m)/float64(nm))
 	}
-	for _, b := range []string{*hook, *celHook} {
+	bins := []string{*hook, *celHook}
+	if sc != nil {
+		sc.report(clientRuns)
+		bins = append(bins, *client, *agent)
+	}
+	for _, b := range bins {
 		info, err := os.Stat(b)
 		check(err)
 		fmt.Printf("%s: %.1f MB (%d bytes)\n", b, float64(info.Size())/1e6, info.Size())
 	}
+}
+
+// contender is a binary measured on one call.
+type contender struct {
+	name    string
+	bin     string
+	payload []byte
+	exit    int
+	times   []time.Duration
+	// client is set for gate-client: its arguments come before gate-hook's.
+	client bool
+}
+
+// measure runs every contender once to warm the page cache, then n times each, interleaved,
+// keeping their times; it returns how many times gate-client ran.
+func measure(cs []*contender, n int, args func(*contender) []string) (clientRuns int) {
+	for i := range n + 1 {
+		for _, c := range cs {
+			took := run(c.bin, args(c), c.payload, c.exit)
+			if i > 0 {
+				c.times = append(c.times, took)
+			}
+			if c.client {
+				clientRuns++
+			}
+		}
+	}
+	return clientRuns
+}
+
+// writeBundle writes the bundle's files into dir, or, with kubelet, into a volume in dir laid
+// out as the kubelet lays it out; it returns the bundle's directory.
+func writeBundle(dir string, files map[string][]byte, kubelet bool) string {
+	if kubelet {
+		bundle := filepath.Join(dir, "volume")
+		kubeletVolume(bundle, files)
+		return bundle
+	}
+	for name, b := range files {
+		check(os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	}
+	return dir
+}
+
+// kubeletVolume writes files into dir as the kubelet publishes a ConfigMap volume: in a
+// timestamped directory that ..data points to, each file a symlink through ..data.
+func kubeletVolume(dir string, files map[string][]byte) {
+	const version = "..2026_12_04_22_00_00.000000001"
+	check(os.MkdirAll(filepath.Join(dir, version), 0o755))
+	for name, b := range files {
+		check(os.WriteFile(filepath.Join(dir, version, name), b, 0o644))
+		check(os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)))
+	}
+	check(os.Symlink(version, filepath.Join(dir, "..data")))
+}
+
+// sidecar is a running gate-agent.
+type sidecar struct {
+	cmd                   *exec.Cmd
+	socket, spool, record string
+}
+
+// startSidecar starts gate-agent on the bundle, its socket, spool and records in dir, and
+// waits for it to be ready.
+func startSidecar(bin, bundle, dir string) *sidecar {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	health := ln.Addr().String()
+	check(ln.Close())
+	sc := &sidecar{socket: filepath.Join(dir, "gate.sock"), spool: filepath.Join(dir, "fallback.ndjson"), record: filepath.Join(dir, "records.ndjson")}
+	out, err := os.Create(sc.record)
+	check(err)
+	sc.cmd = exec.Command(bin, "--bundle-dir", bundle, "--socket", sc.socket, "--fallback-spool", sc.spool,
+		"--health-bind-address", health, "--metrics-bind-address", "")
+	sc.cmd.Stdout = out
+	// It dies with the benchmark, whichever way the benchmark ends.
+	sc.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	check(sc.cmd.Start())
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get("http://" + health + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return sc
+			}
+		}
+		if time.Now().After(deadline) {
+			sc.stop()
+			check(fmt.Errorf("gate-agent was not ready in 30 s"))
+		}
+	}
+}
+
+// report prints how many calls the sidecar recorded and gate-hook fell back on, and fails the
+// run unless the sidecar answered all clientRuns calls.
+func (sc *sidecar) report(clientRuns int) {
+	// The sidecar writes a call's record after its answer: the last may be a moment behind.
+	records, fallbacks := sc.counts()
+	for deadline := time.Now().Add(2 * time.Second); records < clientRuns && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		records, fallbacks = sc.counts()
+	}
+	fmt.Printf("gate-agent: %d decision records for %d gate-client runs; fallback spool: %d lines\n", records, clientRuns, fallbacks)
+	if fallbacks != 0 || records != clientRuns {
+		fmt.Fprintln(os.Stderr, "gate-client did not get every answer from the sidecar: the numbers above measure the fall-back")
+		sc.stop()
+		os.Exit(1)
+	}
+}
+
+// counts are the decision records gate-agent wrote and the lines of the fallback spool.
+func (sc *sidecar) counts() (records, fallbacks int) {
+	lines := func(path string) int {
+		b, err := os.ReadFile(path)
+		if os.IsNotExist(err) {
+			return 0
+		}
+		check(err)
+		return strings.Count(string(b), "\n")
+	}
+	return lines(sc.record), lines(sc.spool)
+}
+
+func (sc *sidecar) stop() {
+	_ = sc.cmd.Process.Kill()
+	_ = sc.cmd.Wait()
 }
 
 // installCopy copies bin into the new directory dir, with the gate-hook-cel beside it when
@@ -174,10 +319,10 @@ func installCopy(bin, dir string) string {
 	return out
 }
 
-// run executes bin once with the payload on stdin and returns its wall time. It must exit with
-// want; anything else means the benchmark measures the wrong path.
-func run(bin, snapshot string, payload []byte, want int) time.Duration {
-	cmd := exec.Command(bin, "--snapshot", snapshot)
+// run executes bin once with args and the payload on stdin and returns its wall time. It must
+// exit with want; anything else means the benchmark measures the wrong path.
+func run(bin string, args []string, payload []byte, want int) time.Duration {
+	cmd := exec.Command(bin, args...)
 	cmd.Stdin = bytes.NewReader(payload)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

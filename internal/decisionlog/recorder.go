@@ -7,12 +7,12 @@
 // A record never holds the tool input, only its size and SHA-256: the reason comes from the
 // rule (or the gate's own refusal), not from the input.
 //
-// gate-hook keeps no record yet: it runs once per tool call as the agent's own user, so
-// anything it wrote the agent could rewrite. The in-pod record will come from a long-lived
-// in-pod decider, the gate-agent sidecar (issue 26), out of the agent's reach: it is to build
-// its records with this Recorder and write them as NDJSON to its stdout in the decision-trail
-// schema (issue 28). The decisions gate-hook makes itself while the sidecar is unreachable are
-// to be counted and reported by the sidecar once it is reachable again. Neither exists yet.
+// gate-hook keeps no record: it runs once per tool call as the agent's own user, so anything it
+// wrote the agent could rewrite. The in-pod records come from the gate-agent sidecar
+// (internal/gateagent), out of the agent's reach, as JSON lines on its stdout; it also reports
+// the decisions gate-hook made while it could not answer (docs/gate-agent.md). Its record is
+// its own type for now: this Recorder's records carry no time, pod or latency, and the
+// decision-trail issue (28) is to settle one schema for both.
 package decisionlog
 
 import (

@@ -124,6 +124,21 @@ func HookResponse(d gate.Decision, explicitAllow bool) (stdout []byte, stderr st
 	return append(b, '\n'), stderr, exit
 }
 
+// Answer is everything a hook prints for a decision, and its exit status: the answer line for
+// token when there is one (AnswerLine), then HookResponse's stdout; HookResponse's message and
+// a newline on stderr. gate-hook prints it, and the gate-agent sidecar sends it for gate-client
+// to print, so the two answer the same call with the same bytes.
+func Answer(d gate.Decision, token string, explicitAllow bool) (stdout, stderr []byte, exit int) {
+	stdout, msg, exit := HookResponse(d, explicitAllow)
+	if token != "" {
+		stdout = append(AnswerLine(token), stdout...)
+	}
+	if msg != "" {
+		stderr = []byte(msg + "\n")
+	}
+	return stdout, stderr, exit
+}
+
 // AnswerPrefix starts the line a decided answer begins with when the registered command hands
 // the hook a per-call token (gate-hook --answer-token): "gate-answer <token>", then the answer.
 // The registered command lets exit 0 through only after that line, so an exit 0 of anything

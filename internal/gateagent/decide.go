@@ -1,0 +1,63 @@
+package gateagent
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/intutic/gate-operator/internal/agentproto"
+	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/runtime/claudecode"
+)
+
+// answer decides a request as gate-hook decides the same call with the same flags, in the same
+// order (the runtime, the hook input, the bundle, the rules), and answers it with the bytes and
+// exit status gate-hook prints (claudecode.Answer). It returns the response and the decision's
+// record, whose latency the caller sets.
+//
+// The response's version is the one the bundle was loaded from. A call refused before the
+// bundle is consulted (an unknown runtime, a hook input that does not parse) is answered the
+// same under every version, so under the request's: the client uses the answer.
+func (s *Server) answer(req *agentproto.Request) (agentproto.Response, Record) {
+	version := req.Version
+	var lp *loadedPolicy
+	var call *gate.Call
+	d := func() (d gate.Decision) {
+		defer func() {
+			if r := recover(); r != nil {
+				d = gate.Refuse(gate.CodeGateCrashed, crashed(r))
+			}
+		}()
+		if req.Runtime != agentproto.RuntimeClaudeCode {
+			return gate.Refuse(gate.CodeInputInvalid, "gate-agent does not know the runtime "+strconv.Quote(req.Runtime)+", only "+agentproto.RuntimeClaudeCode)
+		}
+		c, _, err := claudecode.ParseHookInput(req.Input)
+		if err != nil {
+			return gate.Refuse(gate.CodeInputInvalid, err.Error())
+		}
+		call = c
+		version, lp = s.policyFor(policyKey{layered: req.Flags.Layers, workspace: req.Workspace})
+		if lp.failure != nil {
+			return gate.Refuse(lp.failure.Code, lp.failure.Reason)
+		}
+		call.Caller = lp.caller
+		return lp.decider.Decide(call)
+	}()
+
+	stdout, stderr, exit := claudecode.Answer(d, req.Token, req.Flags.ExplicitAllow)
+	resp := agentproto.Response{Nonce: req.Nonce, Version: version, Exit: exit, Stdout: stdout, Stderr: stderr}
+	rec := decisionRecord(d, req.Input)
+	rec.Runtime, rec.Nonce, rec.VolumeVersion = req.Runtime, req.Nonce, version
+	if lp != nil {
+		resp.Digest = lp.digest
+		rec.Pod, rec.Namespace = lp.caller.Pod, lp.namespace
+	}
+	if call != nil {
+		rec.Tool, rec.Session = gate.CanonicalToolName(call.Tool, call.Server), call.Session
+	}
+	s.metrics.decisions.WithLabelValues(string(d.Verdict), rec.Enforcement, d.Code, d.Layer, d.Rule).Inc()
+	return resp, rec
+}
+
+// crashed is the reason of a decision that panicked: the panic's type only, since its value
+// may quote the input.
+func crashed(r any) string { return fmt.Sprintf("gate-agent failed (%T)", r) }

@@ -1,0 +1,186 @@
+package gateagent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/intutic/gate-operator/internal/agentproto"
+	"github.com/intutic/gate-operator/internal/gate"
+)
+
+// Bounds of one read of the fallback spool: the rest is read at the next.
+const (
+	maxSpoolRead  = 1 << 20
+	maxSpoolLines = 1000
+)
+
+// spoolReader reads the fallback spool's new lines: it remembers how far it has read, and starts
+// over when the file is replaced or shrinks (truncated, or deleted and written anew).
+//
+// The spool is written by gate-hook as the agent's user, so everything in it is untrusted: it
+// is opened without following a symlink and only when it is a regular file, a line longer
+// than agentproto.MaxFallbackLine or that is not a FallbackRecord is skipped, and what is
+// reported is marked as the hook's.
+type spoolReader struct {
+	path   string
+	offset int64
+	// file is the spool last read: another file at the path is read from its start.
+	file os.FileInfo
+	// skipping is set while the rest of an overlong line is being skipped.
+	skipping bool
+}
+
+// read reads the new complete lines, up to maxSpoolLines and maxSpoolRead bytes, and hands each
+// well-formed one to emit; it returns how many it rejected.
+func (r *spoolReader) read(emit func(agentproto.FallbackRecord)) (rejected int, err error) {
+	fd, err := syscall.Open(r.path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil // no fallback yet
+	}
+	if err != nil {
+		return 0, &fs.PathError{Op: "open", Path: r.path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), r.path)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, &fs.PathError{Op: "read", Path: r.path, Err: errors.New("not a regular file")}
+	}
+	if r.file == nil || !os.SameFile(r.file, fi) || fi.Size() < r.offset {
+		r.offset, r.skipping = 0, false
+	}
+	r.file = fi
+	if fi.Size() == r.offset {
+		return 0, nil
+	}
+	buf := make([]byte, min(fi.Size()-r.offset, maxSpoolRead))
+	n, err := f.ReadAt(buf, r.offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	buf = buf[:n]
+	consumed, lines := 0, 0
+	for lines < maxSpoolLines {
+		i := bytes.IndexByte(buf[consumed:], '\n')
+		if i < 0 {
+			// No whole line left: wait for the rest, unless it is already too long to be one.
+			if rest := len(buf) - consumed; rest >= agentproto.MaxFallbackLine {
+				if !r.skipping {
+					rejected++
+				}
+				r.skipping, consumed = true, len(buf)
+			}
+			break
+		}
+		line := buf[consumed : consumed+i]
+		consumed += i + 1
+		if r.skipping {
+			r.skipping = false // the end of an overlong line, already counted
+			continue
+		}
+		lines++
+		rec, ok := parseFallback(line)
+		if !ok {
+			rejected++
+			continue
+		}
+		emit(rec)
+	}
+	r.offset += int64(consumed)
+	return rejected, nil
+}
+
+// parseFallback parses one spool line, strictly: every field known, of the shape gate-hook
+// writes.
+func parseFallback(line []byte) (agentproto.FallbackRecord, bool) {
+	var rec agentproto.FallbackRecord
+	if len(line)+1 > agentproto.MaxFallbackLine {
+		return rec, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rec); err != nil || dec.More() {
+		return rec, false
+	}
+	if _, err := time.Parse(time.RFC3339Nano, rec.Time); err != nil {
+		return rec, false
+	}
+	switch gate.Verdict(rec.Verdict) {
+	case gate.Allow, gate.Ask, gate.Block:
+	default:
+		return rec, false
+	}
+	if rec.Enforcement != "enforce" && rec.Enforcement != "audit" || rec.InputBytes < 0 || !isSHA256Hex(rec.InputSHA256) {
+		return rec, false
+	}
+	if !agentproto.KnownFallbackReason(rec.Reason) {
+		rec.Reason = "unknown"
+	}
+	return rec, true
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// reportFallbacks reads the fallback spool now and every SpoolInterval until ctx ends, and
+// reports each new line once: as a record the hook reported (untrusted), and in the count of
+// fallbacks. Lines already reported are reported again after the sidecar restarts: the
+// offset read up to is kept in memory only.
+func (s *Server) reportFallbacks(ctx context.Context) {
+	tick := time.NewTicker(s.opts.SpoolInterval)
+	defer tick.Stop()
+	for {
+		s.readSpool()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// readSpool reads the fallback spool once and reports what it found.
+func (s *Server) readSpool() {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	rejected, err := s.spool.read(func(f agentproto.FallbackRecord) {
+		s.metrics.fallbacks.WithLabelValues(f.Reason, f.Verdict).Inc()
+		rec := Record{
+			Schema: RecordSchema, Time: f.Time, DecisionID: f.IncidentID, Surface: SurfaceFallback, ReportedBy: reportedByHook,
+			Untrusted: true, ReportedAt: now, FallbackReason: f.Reason, Runtime: agentproto.RuntimeClaudeCode,
+			Digest: f.Digest, Layer: f.Layer, Rule: f.Rule, Verdict: f.Verdict, Enforcement: f.Enforcement, Code: f.Code,
+			Tool: f.Tool, InputBytes: f.InputBytes, InputSHA256: f.InputSHA256,
+		}
+		if rec.DecisionID == "" {
+			rec.DecisionID = gate.NewIncidentID()
+		}
+		if err := s.records.write(&rec); err != nil {
+			s.log.Error(err, "writing a fallback record")
+		}
+	})
+	if rejected > 0 {
+		s.metrics.spoolRejected.Add(float64(rejected))
+		s.log.Info("fallback spool lines rejected (too long or malformed)", "lines", rejected, "path", s.spool.path)
+	}
+	if err != nil {
+		s.log.Error(err, "reading the fallback spool", "path", s.spool.path)
+	}
+}
