@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -127,6 +128,17 @@ type HarnessAgentPolicySpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Egress EgressSpec `json:"egress,omitempty"`
+
+	// gateAgent sets the resources of the gate-agent native sidecar the pod webhook adds to the governed pods: the long-lived decider the pod's hook asks. Absent, it requests 10m CPU and 32Mi memory and is limited to 128Mi.
+	// +optional
+	GateAgent *GateAgentSpec `json:"gateAgent,omitempty"`
+}
+
+// GateAgentSpec configures the gate-agent sidecar of a policy's pods.
+type GateAgentSpec struct {
+	// resources are the sidecar's requests and limits, replacing the defaults whole.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
 // StaticToolApprovals is the static approval record for custom host-executed tools.

@@ -255,7 +255,8 @@ func TestManagerServesWebhooksUnderItsOwnRBAC(t *testing.T) {
 		Spec:       corev1.PodSpec{AutomountServiceAccountToken: ptr.To(false), Containers: []corev1.Container{{Name: "agent", Image: "registry.example/agent:1"}}},
 	}
 	must(t, admin.Create(ctx, pod))
-	if len(pod.Spec.InitContainers) != 2 || pod.Spec.InitContainers[0].Image != "registry.example/gate-confirmer:test" || pod.Spec.InitContainers[1].Command[0] != "/egress-wait" || len(pod.Spec.Containers[0].VolumeMounts) != 3 {
+	if len(pod.Spec.InitContainers) != 3 || pod.Spec.InitContainers[0].Image != "registry.example/gate-confirmer:test" || pod.Spec.InitContainers[1].Command[0] != "/egress-wait" ||
+		pod.Spec.InitContainers[2].Command[0] != "/gate-agent" || pod.Spec.InitContainers[2].Image != "registry.example/gate-confirmer:test" || len(pod.Spec.Containers[0].VolumeMounts) != 5 {
 		t.Errorf("the pod is not injected:\n%+v", pod.Spec)
 	}
 	if want := []string{"/egress-wait", "--control", net.JoinHostPort(canary.Spec.ClusterIP, "9444"), "--denied", net.JoinHostPort(canary.Spec.ClusterIP, "9445"), "--timeout", "60s"}; !slices.Equal(pod.Spec.InitContainers[1].Command, want) {

@@ -44,7 +44,7 @@ type imageSpec struct {
 func imageSpecs(src *source) []imageSpec {
 	return []imageSpec{
 		{name: "gate-operator", ref: src.operatorRef, binaries: []string{"manager"}},
-		{name: "gate-confirmer", ref: src.confirmerRef, binaries: []string{"confirmer", "gate-hook", "gate-hook-cel", "egress-wait"}},
+		{name: "gate-confirmer", ref: src.confirmerRef, binaries: []string{"confirmer", "gate-hook", "gate-hook-cel", "egress-wait", "gate-agent", "gate-client"}},
 	}
 }
 

@@ -107,7 +107,7 @@ func TestImages(t *testing.T) {
 		binaries []string
 	}{
 		{imageSpecs(src)[0], []string{"manager"}},
-		{imageSpecs(src)[1], []string{"confirmer", "gate-hook", "gate-hook-cel", "egress-wait"}},
+		{imageSpecs(src)[1], []string{"confirmer", "gate-hook", "gate-hook-cel", "egress-wait", "gate-agent", "gate-client"}},
 	} {
 		t.Run(tc.spec.name, func(t *testing.T) {
 			path := filepath.Join(outs[0], tc.spec.name+".tar")

@@ -25,7 +25,7 @@ func main() {
 	flag.StringVar(&o.busybox, "busybox", "bin/node/busybox", "static busybox for the testbed image (with -test-images)")
 	flag.StringVar(&o.claude, "claude", "", "with -test-images, also write the claude-agent image around this Claude Code binary (test/conformance's npm install puts the pinned one in node_modules/@anthropic-ai/claude-agent-sdk-linux-x64/claude)")
 	flag.StringVar(&o.bash, "bash", "/bin/bash", "bash for the claude-agent image (Claude Code's Bash tool runs bash or zsh); with its shared libraries, like claude's")
-	flag.StringVar(&o.bin, "bin", "", "directory of prebuilt manager, confirmer, gate-hook (-tags nocel), gate-hook-cel and egress-wait binaries (static, linux/<arch>); empty builds them")
+	flag.StringVar(&o.bin, "bin", "", "directory of prebuilt manager, confirmer, gate-hook (-tags nocel), gate-hook-cel, egress-wait, gate-agent and gate-client binaries (static, linux/<arch>); empty builds them")
 	flag.Parse()
 	if err := run(o, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "images:", err)

@@ -19,7 +19,7 @@ import (
 // and celBinaries, cmd/<name> built a second time as <name>-cel, where <name> itself is built
 // with the nocel tag: gate-hook links no CEL and hands the calls that need it to gate-hook-cel.
 var (
-	binaries    = []string{"manager", "confirmer", "gate-hook", "egress-wait"}
+	binaries    = []string{"manager", "confirmer", "gate-hook", "egress-wait", "gate-agent", "gate-client"}
 	celBinaries = []string{"gate-hook"}
 )
 

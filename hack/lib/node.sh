@@ -175,7 +175,7 @@ YAML
 
 node_images() {
   say "building the images (make images, and the test images: pause and testbed)"
-  # GATE_IMAGES_BIN: a directory of prebuilt manager, confirmer, gate-hook, gate-hook-cel and egress-wait binaries to use.
+  # GATE_IMAGES_BIN: a directory of prebuilt manager, confirmer, gate-hook, gate-hook-cel, egress-wait, gate-agent and gate-client binaries to use.
   (cd "${ROOT}" && go run ./hack/images ${GATE_IMAGES_BIN:+-bin "${GATE_IMAGES_BIN}"} -out "${ROOT}/bin/images" -test-images "${ROOT}/bin/images/test" -busybox "${ROOT}/bin/node/busybox" >"${NODE_DIR}/images.txt")
   local tar
   for tar in "${ROOT}"/bin/images/*.tar "${ROOT}"/bin/images/test/*.tar; do

@@ -69,6 +69,26 @@ const (
 	DefaultClaudeCodeMinimumVersion = "2.1.332"
 )
 
+// Where the gate-agent sidecar and its client meet in a governed pod. The pod webhook mounts the
+// sidecar's directory read-only into the agent's containers (they can connect to the socket but
+// not replace it) and the fallback spool's writable (gate-hook, which runs as the agent's user,
+// appends the calls it decided because the sidecar did not answer; the sidecar reports them).
+const (
+	// AgentRunDir holds the sidecar's socket; only the sidecar mounts it writable.
+	AgentRunDir = "/run/gate-agent"
+	// AgentSocket is the sidecar's Unix socket.
+	AgentSocket = AgentRunDir + "/gate.sock"
+	// FallbackDir holds the fallback spool; the sidecar mounts it read-only.
+	FallbackDir = "/run/gate-fallback"
+	// FallbackSpool is the file gate-hook appends its fallback decisions to.
+	FallbackSpool = FallbackDir + "/fallback.ndjson"
+	// ClientName is the client's binary, installed beside gate-hook by gate-hook --install.
+	ClientName = "gate-client"
+	// ClientDeadlineMillis is how long the client waits for the sidecar's answer before it
+	// hands the call to gate-hook, well inside the wrapper's own limit.
+	ClientDeadlineMillis = 1500
+)
+
 // Options are the installation facts the bundle is rendered for.
 type Options struct {
 	// MountDir is where sandbox pods mount the bundle.

@@ -60,8 +60,15 @@ trap 'case "$answered" in 0|2) exit "$answered" ;; esac; deny "%[6]sthe gate-hoo
 [ -x "$bin" ] || deny "%[6]sthe gate-hook binary is missing"
 
 # A background job's stdin is /dev/null in sh, so hand the hook JSON over on fd 3.
+# Where the pod has the gate-agent client (installed beside gate-hook with the sidecar), the
+# client asks the sidecar and hands the call to gate-hook, with the same arguments, whenever
+# the sidecar does not answer it properly; without it, gate-hook decides as it always has.
 exec 3<&0
-"$bin" --snapshot %[4]s%[5]s --answer-token "$token" <&3 3<&- &
+if [ -x %[8]s ]; then
+  %[8]s --socket %[9]s --runtime claude-code --deadline-ms %[10]d --fallback "$bin" --fallback-spool %[11]s -- --snapshot %[4]s%[5]s --answer-token "$token" <&3 3<&- &
+else
+  "$bin" --snapshot %[4]s%[5]s --answer-token "$token" <&3 3<&- &
+fi
 pid=$!
 # The watchdog holds none of Claude Code's pipes, so it never delays the answer; it drops the
 # EXIT trap it inherits, so ending it can never print a decision.
@@ -75,7 +82,8 @@ case "$status" in
   0|2) answered=$status; exit "$status" ;;
 esac
 deny "%[6]sgate-hook failed (exit status $status)"
-`, opts.HookLimit, opts.HookTimeout, shellQuote(opts.HookBin), shellQuote(path.Join(opts.MountDir, KeySnapshot)), ws, gate.RefusalPrefix, claudecode.AnswerPrefix)
+`, opts.HookLimit, opts.HookTimeout, shellQuote(opts.HookBin), shellQuote(path.Join(opts.MountDir, KeySnapshot)), ws, gate.RefusalPrefix, claudecode.AnswerPrefix,
+		shellQuote(path.Join(path.Dir(opts.HookBin), ClientName)), shellQuote(AgentSocket), ClientDeadlineMillis, shellQuote(FallbackSpool))
 }
 
 // shellQuote quotes s for POSIX sh.

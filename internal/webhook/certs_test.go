@@ -152,7 +152,7 @@ func TestSelfManagedCertificates(t *testing.T) {
 		if err := k8sClient.Create(ctx, q, client.DryRunAll); err != nil {
 			return fmt.Errorf("pod (replica 1): %w", err)
 		}
-		if len(q.Spec.InitContainers) != 2 {
+		if len(q.Spec.InitContainers) != len(injectedInitContainers(InjectOptions{})) {
 			return fmt.Errorf("pod (replica 1) not injected")
 		}
 		return nil

@@ -145,8 +145,8 @@ func patchPaths(ops []jsonpatch.Operation) []string {
 }
 
 // TestInjectOwnsTheEgressWait: a pod written by hand (docs/examples/sandbox-pod.yaml) has its
-// install-gate-hook and wait-for-egress-policy replaced by the rendered ones, first, wherever it
-// put them: the example dials the canary Service's DNS name, which a deny-all pod cannot
+// install-gate-hook, wait-for-egress-policy and gate-agent replaced by the rendered ones, first,
+// wherever it put them: the example dials the canary Service's DNS name, which a deny-all pod cannot
 // resolve. Injecting again changes nothing further.
 func TestInjectOwnsTheEgressWait(t *testing.T) {
 	o := InjectOptions{GateHookImage: testGateHookImage, EgressCanary: EgressCanary{Host: "10.96.0.44"}}
@@ -160,7 +160,7 @@ func TestInjectOwnsTheEgressWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	inits := pod.Spec.InitContainers
-	if len(inits) != 3 || inits[0].Name != InstallContainerName || inits[1].Name != EgressWaitContainerName || inits[2].Name != "own-init" {
+	if len(inits) != 4 || inits[0].Name != InstallContainerName || inits[1].Name != EgressWaitContainerName || inits[2].Name != GateAgentContainerName || inits[3].Name != "own-init" {
 		t.Fatalf("init containers %v", inits)
 	}
 	if !equality.Semantic.DeepEqual(inits[0], written.Spec.InitContainers[0]) {

@@ -81,7 +81,7 @@ func TestGovernedJudgesTheFinalSpec(t *testing.T) {
 			sidecar := nativeSidecar
 			sidecar.VolumeMounts = governedMounts(o)
 			pod.Spec.InitContainers = slices.Insert(pod.Spec.InitContainers, 0, sidecar)
-		}, "the injection runs install-gate-hook and wait-for-egress-policy first"},
+		}, "the injection runs install-gate-hook, wait-for-egress-policy and gate-agent first"},
 		{"install-gate-hook writing exit 0 as the hook", func(pod *corev1.Pod) {
 			c := initContainer(pod, InstallContainerName)
 			c.Image, c.Command = "registry.example/busybox:1", []string{"sh", "-c", "printf 'exit 0' > /opt/intutic/bin/gate-hook"}
@@ -178,8 +178,8 @@ func TestInjectionOwnsWhatItRenders(t *testing.T) {
 		}
 		return out
 	}
-	if got := names(pod.Spec.InitContainers); !slices.Equal(got, []string{InstallContainerName, EgressWaitContainerName, "proxy"}) {
-		t.Errorf("init containers %v, want the gate's two first, then the sidecar", got)
+	if got := names(pod.Spec.InitContainers); !slices.Equal(got, []string{InstallContainerName, EgressWaitContainerName, GateAgentContainerName, "proxy"}) {
+		t.Errorf("init containers %v, want the gate's three first, then the pod's sidecar", got)
 	}
 	if c := initContainer(pod, InstallContainerName); c.Image != testGateHookImage || !slices.Equal(c.Command, initContainer(written, InstallContainerName).Command) {
 		t.Errorf("install-gate-hook kept what the pod wrote: %s %q", c.Image, c.Command)
@@ -187,8 +187,8 @@ func TestInjectionOwnsWhatItRenders(t *testing.T) {
 	if c := initContainer(pod, EgressWaitContainerName); c.Command[0] != "/egress-wait" {
 		t.Errorf("wait-for-egress-policy kept what the pod wrote: %q", c.Command)
 	}
-	if m := initContainer(pod, "proxy").VolumeMounts; len(m) != 3 {
-		t.Errorf("the native sidecar got mounts %v, want the gate's three", m)
+	if m := initContainer(pod, "proxy").VolumeMounts; len(m) != len(governedMounts(InjectOptions{})) {
+		t.Errorf("the native sidecar got mounts %v, want the gate's %d", m, len(governedMounts(InjectOptions{})))
 	}
 
 	for _, tc := range []struct {

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
@@ -26,6 +28,9 @@ const (
 	// EgressWaitContainerName is the second init container: it waits until the pod's egress
 	// policy is enforced, before anything of the pod's starts.
 	EgressWaitContainerName = "wait-for-egress-policy"
+	// GateAgentContainerName is the third: the gate-agent native sidecar, the pod's long-lived
+	// decider, started and ready before anything of the pod's.
+	GateAgentContainerName = "gate-agent"
 	// VolumeBin is the emptyDir that holds the gate-hook binary.
 	VolumeBin = "gate-bin"
 	// VolumeHooks is the whole bootstrap ConfigMap, at the bundle's mount directory.
@@ -35,7 +40,29 @@ const (
 	VolumeManagedSettings = "claude-managed-settings"
 	// ManagedSettingsDir is where Claude Code reads its managed settings on Linux.
 	ManagedSettingsDir = "/etc/claude-code"
+	// VolumeAgentRun is the emptyDir of the gate-agent's socket (bootstrap.AgentRunDir):
+	// writable in the sidecar only.
+	VolumeAgentRun = "gate-agent-run"
+	// VolumeFallback is the emptyDir of gate-hook's fallback spool (bootstrap.FallbackDir):
+	// read-only in the sidecar.
+	VolumeFallback = "gate-fallback"
 )
+
+// The gate-agent sidecar's identity and ports. Its user and group are ones no governed
+// container may run as (Inject refuses such a pod): the agent can connect to its socket but
+// not replace it, signal it or read its memory.
+const (
+	GateAgentUID         = 65533
+	GateAgentMetricsPort = 18081
+	GateAgentHealthPort  = 18082
+)
+
+// DefaultGateAgentResources are the sidecar's requests and limits when its policy sets none
+// (spec.gateAgent.resources).
+var DefaultGateAgentResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+}
 
 // AnnotationSkipContainers lists, comma-separated, the containers and native sidecars of a pod
 // the injection leaves alone (a proxy sidecar, say): they get none of the gate's mounts. Init
@@ -50,6 +77,8 @@ type InjectOptions struct {
 	GateHookImage string
 	// EgressCanary is the manager's egress canary; zero is DefaultEgressCanary.
 	EgressCanary EgressCanary
+	// GateAgentResources are the sidecar's resources; nil is DefaultGateAgentResources.
+	GateAgentResources *corev1.ResourceRequirements
 }
 
 // EgressCanary is where the injected egress-wait reaches the manager's egress canary
@@ -122,16 +151,18 @@ func (e *ConflictError) Error() string { return e.Reason }
 
 // Inject adds to pod what governs it under policy, or refuses it (a *ConflictError) where what
 // its author wrote under the gate's names or paths is something else:
-//   - the init containers install-gate-hook and wait-for-egress-policy, rendered, run first, in
-//     that order: a pod's own of those names is replaced by the rendering, so no init container
-//     or native sidecar starts before the egress policy is proven enforced, and none under the
-//     gate's names runs what the pod's author wrote;
+//   - the init containers install-gate-hook and wait-for-egress-policy and the native sidecar
+//     gate-agent, rendered, run first, in that order: a pod's own of those names is replaced by
+//     the rendering, so no init container or native sidecar starts before the egress policy is
+//     proven enforced and the pod's decider answers, and none under the gate's names runs what
+//     the pod's author wrote;
 //   - the gate's volumes: one the pod already has must be exactly what the injection renders
 //     (the policy's bootstrap ConfigMap, every item, every mode), and VolumeBin an emptyDir;
 //   - the gate's read-only mounts in every governed container: every container and every native
 //     sidecar (an init container with restartPolicy Always) the pod does not list in
-//     AnnotationSkipContainers; and VolumeBin mounted writable by no container but
-//     install-gate-hook.
+//     AnnotationSkipContainers; VolumeBin mounted writable by no container but
+//     install-gate-hook, VolumeAgentRun by none but gate-agent; and no governed container that
+//     runs as gate-agent's user or group (GateAgentUID) or declares its ports.
 //
 // So a second pass changes nothing, and PodValidator judges a pod's final spec by this same
 // function (Governed). It returns warnings for the pod's author.
@@ -160,10 +191,13 @@ func injectBundle(pod *corev1.Pod, cm, hook string, o InjectOptions) ([]string, 
 	pod.Spec.InitContainers = withInitContainers(pod.Spec.InitContainers, o)
 	governed := 0
 	for _, c := range containersOf(pod) {
-		if c.Name == InstallContainerName && c.init {
+		if c.init && (c.Name == InstallContainerName || c.Name == GateAgentContainerName) {
 			continue
 		}
 		if err := binReadOnly(c.Container, c.kind()); err != nil {
+			return nil, err
+		}
+		if err := notGateAgent(pod, c.Container); err != nil {
 			return nil, err
 		}
 		if !c.governed() || skip[c.Name] {
@@ -216,13 +250,19 @@ func containersOf(pod *corev1.Pod) []podContainer {
 	return out
 }
 
-// binReadOnly refuses a container that mounts VolumeBin writable: it could replace the
-// gate-hook binary every governed container runs.
+// binReadOnly refuses a container that mounts VolumeBin writable, which could replace the
+// gate-hook binary every governed container runs, or VolumeAgentRun, which could replace the
+// gate-agent's socket.
 func binReadOnly(c *corev1.Container, kind string) error {
 	for _, m := range c.VolumeMounts {
-		if m.Name == VolumeBin && !m.ReadOnly {
+		switch {
+		case m.ReadOnly:
+		case m.Name == VolumeBin:
 			return &ConflictError{fmt.Sprintf("%s %s mounts volume %s writable at %s: only %s may write the gate-hook binary; mount it readOnly, or not at all",
 				kind, c.Name, VolumeBin, m.MountPath, InstallContainerName)}
+		case m.Name == VolumeAgentRun:
+			return &ConflictError{fmt.Sprintf("%s %s mounts volume %s writable at %s: only %s may write its socket's directory; mount it readOnly, or not at all",
+				kind, c.Name, VolumeAgentRun, m.MountPath, GateAgentContainerName)}
 		}
 	}
 	return nil
@@ -233,7 +273,81 @@ func binReadOnly(c *corev1.Container, kind string) error {
 // before the pod's init containers and native sidecars, so nothing of the pod's starts before
 // the egress NetworkPolicy is enforced on it (cmd/egress-wait).
 func injectedInitContainers(o InjectOptions) []corev1.Container {
-	return []corev1.Container{installContainer(o), egressWaitContainer(o)}
+	return []corev1.Container{installContainer(o), egressWaitContainer(o), gateAgentContainer(o)}
+}
+
+// gateAgentContainer is the gate-agent native sidecar (cmd/gate-agent): it decides the pod's
+// calls from the same read-only bundle the hook reads, on a socket in VolumeAgentRun, and
+// writes a record of each decision to its stdout. Its startup probe holds the pod's own init
+// containers and containers back until it answers; it runs as GateAgentUID with nothing
+// writable but its socket's directory, and no capabilities.
+func gateAgentContainer(o InjectOptions) corev1.Container {
+	resources := DefaultGateAgentResources
+	if o.GateAgentResources != nil {
+		resources = *o.GateAgentResources
+	}
+	// The API server's defaults are written out, so that a second pass changes nothing.
+	probe := func(endpoint string, period, failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: endpoint, Port: intstr.FromInt32(GateAgentHealthPort), Scheme: corev1.URISchemeHTTP}},
+			TimeoutSeconds:   1,
+			PeriodSeconds:    period,
+			SuccessThreshold: 1,
+			FailureThreshold: failures,
+		}
+	}
+	return corev1.Container{
+		Name:  GateAgentContainerName,
+		Image: o.GateHookImage,
+		Command: []string{"/gate-agent",
+			"--bundle-dir", o.mountDir(),
+			"--socket", bootstrap.AgentSocket,
+			"--fallback-spool", bootstrap.FallbackSpool,
+			"--metrics-bind-address", fmt.Sprintf(":%d", GateAgentMetricsPort),
+			"--health-bind-address", fmt.Sprintf(":%d", GateAgentHealthPort)},
+		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		Ports:         []corev1.ContainerPort{{Name: "gate-metrics", ContainerPort: GateAgentMetricsPort, Protocol: corev1.ProtocolTCP}},
+		Resources:     resources,
+		StartupProbe:  probe("/readyz", 1, 60),
+		LivenessProbe: probe("/healthz", 10, 3),
+		SecurityContext: &corev1.SecurityContext{
+			RunAsUser:                ptr.To(int64(GateAgentUID)),
+			RunAsGroup:               ptr.To(int64(GateAgentUID)),
+			RunAsNonRoot:             ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: VolumeHooks, MountPath: o.mountDir(), ReadOnly: true},
+			{Name: VolumeAgentRun, MountPath: bootstrap.AgentRunDir},
+			{Name: VolumeFallback, MountPath: bootstrap.FallbackDir, ReadOnly: true},
+		},
+	}
+}
+
+// notGateAgent refuses a governed container that would run as the sidecar's user or group, or
+// with it among its groups: it could replace the socket, signal the sidecar or read its memory.
+func notGateAgent(pod *corev1.Pod, c *corev1.Container) error {
+	user, group := int64(-1), int64(-1)
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		user, group = ptr.Deref(sc.RunAsUser, -1), ptr.Deref(sc.RunAsGroup, -1)
+		if slices.Contains(sc.SupplementalGroups, GateAgentUID) || ptr.Deref(sc.FSGroup, -1) == GateAgentUID {
+			return &ConflictError{fmt.Sprintf("the pod's supplementalGroups or fsGroup include %d, the group of the %s sidecar: its governed containers would share it; use another group", GateAgentUID, GateAgentContainerName)}
+		}
+	}
+	if sc := c.SecurityContext; sc != nil {
+		user, group = ptr.Deref(sc.RunAsUser, user), ptr.Deref(sc.RunAsGroup, group)
+	}
+	if user == GateAgentUID || group == GateAgentUID {
+		return &ConflictError{fmt.Sprintf("container %s runs as user or group %d, the %s sidecar's: it could replace its socket or read its memory; run it as another user and group", c.Name, GateAgentUID, GateAgentContainerName)}
+	}
+	for _, p := range c.Ports {
+		if p.ContainerPort == GateAgentMetricsPort || p.ContainerPort == GateAgentHealthPort {
+			return &ConflictError{fmt.Sprintf("container %s declares port %d, which the %s sidecar serves", c.Name, p.ContainerPort, GateAgentContainerName)}
+		}
+	}
+	return nil
 }
 
 // egressWaitContainer holds the pod's containers back until the canary's denied port is seen
@@ -303,6 +417,8 @@ func governedMounts(o InjectOptions) []corev1.VolumeMount {
 		{Name: VolumeBin, MountPath: o.hookDir(), ReadOnly: true},
 		{Name: VolumeHooks, MountPath: o.mountDir(), ReadOnly: true},
 		{Name: VolumeManagedSettings, MountPath: ManagedSettingsDir, ReadOnly: true},
+		{Name: VolumeAgentRun, MountPath: bootstrap.AgentRunDir, ReadOnly: true},
+		{Name: VolumeFallback, MountPath: bootstrap.FallbackDir},
 	}
 }
 
@@ -351,9 +467,9 @@ func ensureVolumes(pod *corev1.Pod, configMap string) error {
 		}
 		have := pod.Spec.Volumes[i]
 		switch {
-		case v.Name == VolumeBin && (have.EmptyDir == nil || have.VolumeSource != corev1.VolumeSource{EmptyDir: have.EmptyDir}):
-			return wrongVolume(v.Name, "must be an emptyDir, which install-gate-hook fills")
-		case v.Name == VolumeBin:
+		case v.EmptyDir != nil && (have.EmptyDir == nil || have.VolumeSource != corev1.VolumeSource{EmptyDir: have.EmptyDir}):
+			return wrongVolume(v.Name, "must be an emptyDir, which the gate's containers fill")
+		case v.EmptyDir != nil:
 		case !equality.Semantic.DeepEqual(volumeDefaults(have), volumeDefaults(v)):
 			return wrongVolume(v.Name, fmt.Sprintf("must be exactly what the injection renders from ConfigMap %s (%s)", configMap, describeVolume(v)))
 		}
@@ -413,7 +529,8 @@ func wrongVolume(name, what string) error {
 }
 
 // gateVolumes are the volumes the injection adds, as docs/examples/sandbox-pod.yaml writes them:
-// an emptyDir for the binary; the whole bootstrap ConfigMap with the pod's name beside it
+// an emptyDir for the binary, one for the gate-agent's socket and one for gate-hook's fallback
+// spool; the whole bootstrap ConfigMap with the pod's name beside it
 // (gate.PodNameFile, for the rules' caller.pod) and its labels (gate.PodLabelsFile, which the
 // hook resolves cluster layers' pod selectors against), which kubelet keeps current since no
 // subPath is used; and the ConfigMap's managed-settings.json alone.
@@ -421,6 +538,10 @@ func gateVolumes(configMap string) []corev1.Volume {
 	ref := corev1.LocalObjectReference{Name: configMap}
 	return []corev1.Volume{
 		{Name: VolumeBin, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: VolumeAgentRun, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		// gate-hook appends a few hundred bytes per call the sidecar did not answer; the agent,
+		// which can write here, can fill it only to its own pod's eviction.
+		{Name: VolumeFallback, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("16Mi"))}}},
 		{Name: VolumeHooks, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
 			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: ref}},
 			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
@@ -483,13 +604,13 @@ func governedAs(pod *corev1.Pod, inject func(*corev1.Pod) error, o InjectOptions
 		return out
 	}
 	if got, rendered := names(have.InitContainers), names(want.Spec.InitContainers); !slices.Equal(got, rendered) {
-		return fmt.Errorf("its init containers are %q, and the injection runs %s and %s first: %q", got, InstallContainerName, EgressWaitContainerName, rendered)
+		return fmt.Errorf("its init containers are %q, and the injection runs %s, %s and %s first: %q", got, InstallContainerName, EgressWaitContainerName, GateAgentContainerName, rendered)
 	}
 	for i, c := range containersOf(want) {
 		switch h := containersOf(pod)[i]; {
 		case equality.Semantic.DeepEqual(*c.Container, *h.Container):
-		case c.init && !c.governed():
-			return fmt.Errorf("init container %s is not what the injection renders (image %s, command %q, its security context and mounts)", c.Name, c.Image, c.Command)
+		case c.init && (!c.governed() || c.Name == GateAgentContainerName):
+			return fmt.Errorf("%s %s is not what the injection renders (image %s, command %q, its security context, probes, resources and mounts)", c.kind(), c.Name, c.Image, c.Command)
 		default:
 			return fmt.Errorf("%s %s lacks the gate's read-only mounts (%s)", c.kind(), c.Name, describeMounts(governedMounts(o)))
 		}

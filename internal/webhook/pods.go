@@ -175,6 +175,9 @@ func (h *PodInjector) governing(ctx context.Context, req admission.Request) (gov
 	if refused != nil {
 		return governing{}, refused
 	}
+	if policy.Spec.GateAgent != nil {
+		opts.GateAgentResources = policy.Spec.GateAgent.Resources
+	}
 	g.pod, g.policy, g.options = pod, policy, opts
 	return g, nil
 }

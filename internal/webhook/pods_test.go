@@ -79,14 +79,16 @@ func TestLabelledPodIsTheExample(t *testing.T) {
 	}
 	// The gate's parts are exactly the example's (the API server's defaults aside).
 	got := labelled.Spec.InitContainers
-	names := []string{InstallContainerName, EgressWaitContainerName}
+	names := []string{InstallContainerName, EgressWaitContainerName, GateAgentContainerName}
 	if len(got) != len(names) || len(want.InitContainers) != len(names) {
 		t.Fatalf("init containers %s, want the example's %s", toYAML(t, got), toYAML(t, want.InitContainers))
 	}
 	for i, name := range names {
 		if got[i].Name != name || got[i].Image != want.InitContainers[i].Image || !slices.Equal(got[i].Command, want.InitContainers[i].Command) ||
 			!equality.Semantic.DeepEqual(got[i].VolumeMounts, want.InitContainers[i].VolumeMounts) ||
-			!equality.Semantic.DeepEqual(got[i].SecurityContext, want.InitContainers[i].SecurityContext) {
+			!equality.Semantic.DeepEqual(got[i].SecurityContext, want.InitContainers[i].SecurityContext) ||
+			!equality.Semantic.DeepEqual(got[i].StartupProbe, want.InitContainers[i].StartupProbe) ||
+			!equality.Semantic.DeepEqual(got[i].Resources, want.InitContainers[i].Resources) {
 			t.Errorf("init container %d %s, want the example's %s", i, toYAML(t, got[i]), toYAML(t, want.InitContainers[i]))
 		}
 	}
@@ -151,17 +153,17 @@ func TestPodInjectionLeavesWhatItDidNotAdd(t *testing.T) {
 		}
 		return out
 	}
-	if got := names(pod.Spec.InitContainers); !slices.Equal(got, []string{InstallContainerName, EgressWaitContainerName, "clone"}) {
-		t.Errorf("init containers %v, want install-gate-hook and the egress wait before the pod's own", got)
+	if got := names(pod.Spec.InitContainers); !slices.Equal(got, []string{InstallContainerName, EgressWaitContainerName, GateAgentContainerName, "clone"}) {
+		t.Errorf("init containers %v, want install-gate-hook, the egress wait and gate-agent before the pod's own", got)
 	}
-	if m := pod.Spec.InitContainers[2].VolumeMounts; len(m) != 0 {
+	if m := pod.Spec.InitContainers[3].VolumeMounts; len(m) != 0 {
 		t.Errorf("the pod's own init container got mounts %v", m)
 	}
 	if m := pod.Spec.Containers[1].VolumeMounts; len(m) != 0 {
 		t.Errorf("the skipped container got mounts %v", m)
 	}
-	if m := pod.Spec.Containers[0].VolumeMounts; len(m) != 3 {
-		t.Errorf("the agent got mounts %v, want the gate's three", m)
+	if m := pod.Spec.Containers[0].VolumeMounts; len(m) != len(governedMounts(InjectOptions{})) {
+		t.Errorf("the agent got mounts %v, want the gate's %d", m, len(governedMounts(InjectOptions{})))
 	}
 	if w := warnings.Take(); len(w) != 1 || !strings.Contains(w[0], `"nothing-by-that-name", which is not a container or native sidecar of this pod`) {
 		t.Errorf("warnings %q, want one about the unknown name in the annotation", w)
@@ -183,7 +185,8 @@ func TestPodConflictsRefused(t *testing.T) {
 	}
 
 	pod = examplePod(t, "sandbox-pod.yaml", ns)
-	pod.Spec.Volumes[1].Projected.Sources[0].ConfigMap.Name = "other-policy-bootstrap"
+	hooks := slices.IndexFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == VolumeHooks })
+	pod.Spec.Volumes[hooks].Projected.Sources[0].ConfigMap.Name = "other-policy-bootstrap"
 	err = k8sClient.Create(ctx, pod)
 	if err == nil || !strings.Contains(err.Error(), "volume gate-hooks must be exactly what the injection renders from ConfigMap coding-agents-bootstrap") {
 		t.Errorf("another policy's bundle under the gate's volume name: %v", err)
@@ -255,8 +258,11 @@ func TestInjectHonoursTheManagerPaths(t *testing.T) {
 	for _, m := range pod.Spec.Containers[0].VolumeMounts {
 		paths = append(paths, m.MountPath)
 	}
-	if !slices.Equal(paths, []string{"/gate/bin", "/gate/hooks", ManagedSettingsDir}) {
+	if !slices.Equal(paths, []string{"/gate/bin", "/gate/hooks", ManagedSettingsDir, "/run/gate-agent", "/run/gate-fallback"}) {
 		t.Errorf("mounts at %v", paths)
+	}
+	if c := pod.Spec.InitContainers[2]; c.Name != GateAgentContainerName || !slices.Contains(c.Command, "/gate/hooks") || c.VolumeMounts[0].MountPath != "/gate/hooks" {
+		t.Errorf("gate-agent %+v reads no bundle at /gate/hooks", c)
 	}
 }
 

@@ -89,11 +89,14 @@ func TestExamples(t *testing.T) {
 			}
 		}
 		inits := typed.Spec.InitContainers
-		if len(inits) != 2 || inits[0].Command[1] != "--install" {
-			t.Errorf("the first init container must install gate-hook: %+v", inits)
+		if len(inits) != 3 || inits[0].Command[1] != "--install" {
+			t.Fatalf("the first init container must install gate-hook: %+v", inits)
 		}
-		if len(inits) == 0 || inits[len(inits)-1].Command[0] != "/egress-wait" {
-			t.Errorf("the last init container must wait for the egress policy (/egress-wait), so the agent never starts ungoverned: %+v", inits)
+		if inits[1].Command[0] != "/egress-wait" {
+			t.Errorf("the second init container must wait for the egress policy (/egress-wait), so nothing of the pod starts ungoverned: %+v", inits)
+		}
+		if inits[2].Command[0] != "/gate-agent" || inits[2].RestartPolicy == nil || *inits[2].RestartPolicy != corev1.ContainerRestartPolicyAlways || inits[2].StartupProbe == nil {
+			t.Errorf("the third init container must be the gate-agent native sidecar with a startup probe: %+v", inits[2])
 		}
 	}
 
@@ -118,7 +121,8 @@ func TestExamples(t *testing.T) {
 			t.Fatal(err)
 		}
 		inits := pod.Spec.InitContainers
-		if len(inits) != 2 || !equality.Semantic.DeepEqual(inits[0], written.Spec.InitContainers[0]) || inits[1].Name != webhook.EgressWaitContainerName {
+		if len(inits) != 3 || !equality.Semantic.DeepEqual(inits[0], written.Spec.InitContainers[0]) || inits[1].Name != webhook.EgressWaitContainerName ||
+			!equality.Semantic.DeepEqual(inits[2], written.Spec.InitContainers[2]) {
 			t.Fatalf("init containers %+v", inits)
 		}
 		want := written.Spec.InitContainers[1]

@@ -24,8 +24,15 @@ trap 'case "$answered" in 0|2) exit "$answered" ;; esac; deny "[Intutic Governan
 [ -x "$bin" ] || deny "[Intutic Governance] BLOCKED: the gate-hook binary is missing"
 
 # A background job's stdin is /dev/null in sh, so hand the hook JSON over on fd 3.
+# Where the pod has the gate-agent client (installed beside gate-hook with the sidecar), the
+# client asks the sidecar and hands the call to gate-hook, with the same arguments, whenever
+# the sidecar does not answer it properly; without it, gate-hook decides as it always has.
 exec 3<&0
-"$bin" --snapshot '/opt/intutic/hooks/policy-snapshot.rules' --layers --answer-token "$token" <&3 3<&- &
+if [ -x '/opt/intutic/bin/gate-client' ]; then
+  '/opt/intutic/bin/gate-client' --socket '/run/gate-agent/gate.sock' --runtime claude-code --deadline-ms 1500 --fallback "$bin" --fallback-spool '/run/gate-fallback/fallback.ndjson' -- --snapshot '/opt/intutic/hooks/policy-snapshot.rules' --layers --answer-token "$token" <&3 3<&- &
+else
+  "$bin" --snapshot '/opt/intutic/hooks/policy-snapshot.rules' --layers --answer-token "$token" <&3 3<&- &
+fi
 pid=$!
 # The watchdog holds none of Claude Code's pipes, so it never delays the answer; it drops the
 # EXIT trap it inherits, so ending it can never print a decision.
