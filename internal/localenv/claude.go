@@ -34,6 +34,22 @@ func (e *Env) ImportClaudeAgent(ctx context.Context, claude string) error {
 // ImportImage imports a docker-archive tarball into the node's containerd, where pods find it
 // (imagePullPolicy IfNotPresent or Never).
 func (e *Env) ImportImage(ctx context.Context, tarball string) error {
+	return e.ctr(ctx, "images", "import", "--local", tarball)
+}
+
+// KillContainer sends SIGKILL to the process of a container (its status's containerID,
+// containerd://<id>) through the node's containerd, as a crash would end it.
+func (e *Env) KillContainer(ctx context.Context, containerID string) error {
+	id, ok := strings.CutPrefix(containerID, "containerd://")
+	if !ok {
+		return fmt.Errorf("container %q is not containerd's", containerID)
+	}
+	return e.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
+}
+
+// ctr runs the node's containerd client in the k8s.io namespace, where kubelet keeps its
+// images and containers.
+func (e *Env) ctr(ctx context.Context, args ...string) error {
 	out, err := exec.CommandContext(ctx, filepath.Join(e.Root, "hack", "build-node.sh"), "--print").Output()
 	if err != nil {
 		return fmt.Errorf("hack/build-node.sh --print: %w", err)
@@ -48,7 +64,7 @@ func (e *Env) ImportImage(ctx context.Context, tarball string) error {
 		return fmt.Errorf("hack/build-node.sh --print names no CONTAINERD_DIR: %s", out)
 	}
 	sock := filepath.Join(e.ClusterDir(), "node", "containerd", "containerd.sock")
-	return e.runIn(ctx, e.Root, ctr, "--address", sock, "-n", "k8s.io", "images", "import", "--local", tarball)
+	return e.runIn(ctx, e.Root, ctr, append([]string{"--address", sock, "-n", "k8s.io"}, args...)...)
 }
 
 // SandboxManifest is the pod of docs/examples/sandbox-pod.yaml as written there except its agent

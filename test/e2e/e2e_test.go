@@ -133,6 +133,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
+	t.Run("gate-agent sidecar", func(t *testing.T) { testGateAgentInPod(ctx, t, env, sandbox) })
 	t.Run("cluster baseline", func(t *testing.T) { testClusterBaseline(ctx, t, env, sandbox) })
 	t.Run("egress table", func(t *testing.T) { testEgressTable(ctx, t, env) })
 	t.Run("no ungoverned first second", func(t *testing.T) { testStartupWindow(ctx, t, env) })
@@ -179,6 +180,9 @@ func TestEndToEnd(t *testing.T) {
 	if restarts := restartCount(t, c, d); restarts != 0 {
 		t.Errorf("the confirmer pods restarted %d times; the snapshot should arrive without a restart", restarts)
 	}
+	t.Run("gate-agent fallback", func(t *testing.T) {
+		testGateAgentFallback(ctx, t, env, sandbox, "no deleting the root filesystem")
+	})
 
 	// Deleting the policy garbage-collects its children (kube-controller-manager).
 	must(t, c.Delete(ctx, policy))
