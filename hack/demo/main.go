@@ -9,9 +9,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/signal"
@@ -303,6 +305,9 @@ spec:
 		}
 		fmt.Fprintf(w, "  %s %s\t-> exit %d %s\n", call.tool, call.input, code, verdict(out, code))
 	}
+	if err := agentRecords(ctx, env, w, sandbox); err != nil {
+		return err
+	}
 
 	section("egress of the sandbox pod on real packets (NetworkPolicy " + policy.Status.NetworkPolicy + ", enforced by kube-router)")
 	dests := []struct{ label, addr string }{
@@ -373,4 +378,25 @@ func conditions(cs []metav1.Condition) string {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
+}
+
+// agentRecords prints the decision records of the sandbox pod's gate-agent sidecar: the hook
+// asked it, and it wrote a record of each decision to its stdout, out of the agent's reach,
+// where the node's log pipeline collects it.
+func agentRecords(ctx context.Context, env *localenv.Env, w io.Writer, sandbox string) error {
+	records, err := env.Kubectl(ctx, "", "-n", ns, "logs", sandbox, "-c", "gate-agent")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  decided by the pod's gate-agent sidecar; its records (kubectl -n %s logs %s -c gate-agent):\n", ns, sandbox)
+	for _, line := range strings.Split(records, "\n") {
+		var r struct {
+			Schema, Surface, Tool, Verdict, Rule string
+			LatencyUS                            int64 `json:"latency_us"`
+		}
+		if json.Unmarshal([]byte(line), &r) == nil && r.Schema != "" {
+			fmt.Fprintf(w, "  %s %s\t%s rule=%s %dus\n", r.Surface, r.Tool, r.Verdict, cmp.Or(r.Rule, "-"), r.LatencyUS)
+		}
+	}
+	return nil
 }
