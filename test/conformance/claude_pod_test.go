@@ -118,11 +118,36 @@ func TestClaudeCodeInPod(t *testing.T) {
 		t.FailNow() // every case needs the model API
 	}
 
+	// Claude Code's hook asks the pod's gate-agent sidecar (docs/gate-agent.md); the first case
+	// checks that it decided, the one with the sidecar stopped that gate-hook did.
+	var spooled int
 	cases := []podCase{
 		{name: "a blocked Bash command is refused and does not run", pod: governed, tool: "Bash",
 			input:  map[string]any{"command": "rm -rf /nonexistent-gate-conformance; touch /workspace/blocked"},
 			marker: "/workspace/blocked",
-			check:  blockedWith("destructive command on the root filesystem")},
+			check:  decidedBySidecar(ctx, env, governed, "Bash", "no-root-rm", blockedWith("destructive command on the root filesystem"))},
+		{name: "with its gate-agent sidecar stopped, a blocked Bash command is refused by gate-hook", pod: governed, tool: "Bash",
+			input:  map[string]any{"command": "rm -rf /nonexistent-gate-conformance; touch /workspace/blocked-without-sidecar"},
+			marker: "/workspace/blocked-without-sidecar",
+			setup: func(t *testing.T) {
+				var err error
+				spooled, err = fallbackLines(ctx, env, governed)
+				mustDo(t, err)
+				stopSidecar(ctx, t, env, governed)
+			},
+			check: func(r claudeRun) (bool, string) {
+				if ok, detail := blockedWith("destructive command on the root filesystem")(r); !ok {
+					return ok, detail
+				}
+				n, err := fallbackLines(ctx, env, governed)
+				if err != nil {
+					return false, err.Error()
+				}
+				if n <= spooled {
+					return false, fmt.Sprintf("the fallback spool has %d lines, as before the call: the sidecar answered it", n)
+				}
+				return true, ""
+			}},
 		{name: "an allowed Bash command runs", pod: governed, tool: "Bash",
 			input:  map[string]any{"command": "touch /workspace/allowed"},
 			marker: "/workspace/allowed",

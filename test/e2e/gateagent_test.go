@@ -155,15 +155,17 @@ func testGateAgentFallback(ctx context.Context, t *testing.T, env *localenv.Env,
 	before := spooled()
 	// kubelet may have the sidecar back before the next call; killed again, it waits out its
 	// restart back-off (10 s), so a call meets no sidecar.
-	calls, kills := 0, 0
+	calls, kills, restarts := 0, 0, int32(-1)
 	for kills < 3 && spooled() == before {
-		s, _ := gateAgentStatus(ctx, t, env, sandbox)
-		if s.State.Running == nil {
-			time.Sleep(time.Second)
-			continue
-		}
+		// The sidecar as kubelet last restarted it: after a kill, its status says running
+		// until kubelet has seen the exit.
+		var s corev1.ContainerStatus
+		wait(t, "gate-agent is running again", func() bool {
+			s, _ = gateAgentStatus(ctx, t, env, sandbox)
+			return s.State.Running != nil && s.RestartCount > restarts
+		})
 		must(t, env.KillContainer(ctx, s.ContainerID))
-		kills++
+		kills, restarts = kills+1, s.RestartCount
 		// Whoever answers, each call is decided as the policy says.
 		for range 5 {
 			calls++
