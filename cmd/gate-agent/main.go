@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -64,7 +65,10 @@ func run(o options, log logr.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := gateagent.New(gateagent.Options{BundleDir: o.bundleDir, FallbackSpool: o.fallbackSpool, Records: os.Stdout, Log: log, Registerer: reg})
+	// The spool's offset is kept beside the socket: that directory is this container's alone
+	// and outlives it, so a restarted sidecar does not report the same fallbacks again.
+	srv, err := gateagent.New(gateagent.Options{BundleDir: o.bundleDir, FallbackSpool: o.fallbackSpool,
+		SpoolState: filepath.Join(filepath.Dir(o.socket), "fallback.offset"), Records: os.Stdout, Log: log, Registerer: reg})
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,9 @@ type Options struct {
 	BundleDir string
 	// FallbackSpool is the file gate-hook appends its fallback decisions to; "" for none.
 	FallbackSpool string
+	// SpoolState is where the offset read up to in FallbackSpool is kept across restarts of
+	// the sidecar, in a directory only it can write; "" keeps it in memory only.
+	SpoolState string
 	// Records receives one JSON line per decision (Record).
 	Records io.Writer
 	Log     logr.Logger
@@ -121,7 +124,7 @@ func New(o Options) (*Server, error) {
 	s := &Server{dir: o.BundleDir, log: o.Log, metrics: newMetrics(reg), records: &recordWriter{w: o.Records}, opts: o,
 		asked: map[policyKey]struct{}{}, inputs: semaphore.NewWeighted(o.MaxInputBytes)}
 	if o.FallbackSpool != "" {
-		s.spool = &spoolReader{path: o.FallbackSpool}
+		s.spool = &spoolReader{path: o.FallbackSpool, statePath: o.SpoolState}
 	}
 	return s, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -35,6 +36,56 @@ type spoolReader struct {
 	file os.FileInfo
 	// skipping is set while the rest of an overlong line is being skipped.
 	skipping bool
+	// statePath, unless empty, keeps how far the spool was read across restarts of the
+	// sidecar: a file in a directory only the sidecar can write (its socket's emptyDir, which
+	// outlives the container), so a restarted sidecar does not report the same lines again.
+	statePath string
+	// resumed is set once the state was read back, at the first read.
+	resumed bool
+}
+
+// spoolState is what statePath holds: the spool file (device and inode) and the offset read
+// up to in it.
+type spoolState struct {
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+	Offset int64  `json:"offset"`
+}
+
+// resume sets the offset from statePath when it names fi, the spool as it is now, and fi has
+// not shrunk below it; a missing or unreadable state reads the spool from its start.
+func (r *spoolReader) resume(fi os.FileInfo) {
+	r.resumed = true
+	if r.statePath == "" {
+		return
+	}
+	data, err := os.ReadFile(r.statePath)
+	if err != nil {
+		return
+	}
+	var st spoolState
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	if json.Unmarshal(data, &st) != nil || !ok || st.Dev != uint64(sys.Dev) || st.Ino != sys.Ino || st.Offset < 0 || st.Offset > fi.Size() {
+		return
+	}
+	r.file, r.offset = fi, st.Offset
+}
+
+// save writes the offset read up to in fi to statePath, atomically.
+func (r *spoolReader) save(fi os.FileInfo) error {
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	if r.statePath == "" || !ok {
+		return nil
+	}
+	data, err := json.Marshal(spoolState{Dev: uint64(sys.Dev), Ino: sys.Ino, Offset: r.offset})
+	if err != nil {
+		return err
+	}
+	tmp := r.statePath + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, r.statePath)
 }
 
 // read reads the new complete lines, up to maxSpoolLines and maxSpoolRead bytes, and hands each
@@ -55,6 +106,9 @@ func (r *spoolReader) read(emit func(agentproto.FallbackRecord)) (rejected int, 
 	}
 	if !fi.Mode().IsRegular() {
 		return 0, &fs.PathError{Op: "read", Path: r.path, Err: errors.New("not a regular file")}
+	}
+	if !r.resumed {
+		r.resume(fi)
 	}
 	if r.file == nil || !os.SameFile(r.file, fi) || fi.Size() < r.offset {
 		r.offset, r.skipping = 0, false
@@ -97,6 +151,11 @@ func (r *spoolReader) read(emit func(agentproto.FallbackRecord)) (rejected int, 
 		emit(rec)
 	}
 	r.offset += int64(consumed)
+	if consumed > 0 {
+		if err := r.save(fi); err != nil {
+			return rejected, fmt.Errorf("keeping the spool's offset: %w", err)
+		}
+	}
 	return rejected, nil
 }
 
@@ -143,8 +202,8 @@ func isSHA256Hex(s string) bool {
 
 // reportFallbacks reads the fallback spool now and every SpoolInterval until ctx ends, and
 // reports each new line once: as a record the hook reported (untrusted), and in the count of
-// fallbacks. Lines already reported are reported again after the sidecar restarts: the
-// offset read up to is kept in memory only.
+// fallbacks. With Options.SpoolState, the offset read up to outlives a restart of the sidecar;
+// without it, a restarted sidecar reports the spool's lines again.
 func (s *Server) reportFallbacks(ctx context.Context) {
 	tick := time.NewTicker(s.opts.SpoolInterval)
 	defer tick.Stop()

@@ -162,3 +162,44 @@ func TestGateHookWritesWhatTheSidecarReads(t *testing.T) {
 		t.Fatalf("records %+v", recs)
 	}
 }
+
+// TestFallbackSpoolOffsetOutlivesARestart: with SpoolState, a sidecar started again reports only
+// the lines its predecessor had not, and a spool replaced meanwhile from its start.
+func TestFallbackSpoolOffsetOutlivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	path, state := filepath.Join(dir, "fallback.ndjson"), filepath.Join(t.TempDir(), "fallback.offset")
+	start := func() *running {
+		r := &running{records: &syncBuffer{}, reg: prometheus.NewRegistry()}
+		s, err := New(Options{BundleDir: t.TempDir(), FallbackSpool: path, SpoolState: state, Records: r.records, Registerer: r.reg, Log: logr.Discard()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Server = s
+		return r
+	}
+	appendTo(t, path, fallbackLine(t, agentproto.FallbackUnreachable, "Block")+fallbackLine(t, agentproto.FallbackTimeout, "Allow"))
+	first := start()
+	first.readSpool()
+	if n := len(first.recordLines(t)); n != 2 {
+		t.Fatalf("the first sidecar reported %d lines, want 2", n)
+	}
+
+	appendTo(t, path, fallbackLine(t, agentproto.FallbackGarbage, "Block"))
+	again := start()
+	again.readSpool()
+	recs := again.recordLines(t)
+	if len(recs) != 1 || recs[0].FallbackReason != agentproto.FallbackGarbage {
+		t.Fatalf("the restarted sidecar reported %+v, want only the line written since", recs)
+	}
+
+	// Another file at the path (deleted and written anew) is read from its start.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	appendTo(t, path, fallbackLine(t, agentproto.FallbackVersion, "Ask"))
+	third := start()
+	third.readSpool()
+	if recs := third.recordLines(t); len(recs) != 1 || recs[0].FallbackReason != agentproto.FallbackVersion {
+		t.Fatalf("after the spool was replaced: %+v, want its one line", recs)
+	}
+}
