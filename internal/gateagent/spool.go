@@ -65,7 +65,7 @@ func (r *spoolReader) resume(fi os.FileInfo) {
 	}
 	var st spoolState
 	sys, ok := fi.Sys().(*syscall.Stat_t)
-	if json.Unmarshal(data, &st) != nil || !ok || st.Dev != uint64(sys.Dev) || st.Ino != sys.Ino || st.Offset < 0 || st.Offset > fi.Size() {
+	if json.Unmarshal(data, &st) != nil || !ok || st.Dev != sys.Dev || st.Ino != sys.Ino || st.Offset < 0 || st.Offset > fi.Size() {
 		return
 	}
 	r.file, r.offset = fi, st.Offset
@@ -77,7 +77,7 @@ func (r *spoolReader) save(fi os.FileInfo) error {
 	if r.statePath == "" || !ok {
 		return nil
 	}
-	data, err := json.Marshal(spoolState{Dev: uint64(sys.Dev), Ino: sys.Ino, Offset: r.offset})
+	data, err := json.Marshal(spoolState{Dev: sys.Dev, Ino: sys.Ino, Offset: r.offset})
 	if err != nil {
 		return err
 	}
