@@ -47,22 +47,19 @@ func dialIdle(t *testing.T, socket string, n int) {
 
 // TestIdleConnectionsDoNotStopHonestCallers: connections that send nothing hold a slot only
 // until their request's deadline. With every slot held by one, an honest call waits in the
-// backlog and is answered once the deadline frees a slot; with the default bound, a thousand
-// of them leave room for it at once.
+// backlog and is answered once a deadline frees a slot; with the default bound, a thousand of
+// them leave room for it at once: it is answered before any of them has timed out.
 func TestIdleConnectionsDoNotStopHonestCallers(t *testing.T) {
 	vol := sampleVolume(t)
 	t.Run("every slot held", func(t *testing.T) {
 		r := start(t, Options{BundleDir: vol.Dir, MaxConnections: 4, RequestTimeout: 300 * time.Millisecond})
 		dialIdle(t, r.socket, 4)
 		waitFor(t, "the idle connections to be accepted", func() bool { return r.counter(t, "gate_agent_connections_open", nil) == 4 })
-		begin := time.Now()
 		wantBlocked(t, r.ask(t, agentproto.Request{Version: vol.Version(), Input: rm}), "generation 1 forbids rm")
-		if took := time.Since(begin); took > 2*time.Second {
-			t.Errorf("the honest call took %v", took)
-		}
-		if n := r.counter(t, "gate_agent_connections_total", map[string]string{"result": connTimedOut}); n != 4 {
-			t.Errorf("%v connections timed out, want the 4 idle ones", n)
-		}
+		// The first deadline to pass freed the slot the honest call took; the others pass too.
+		waitFor(t, "the 4 idle connections to time out", func() bool {
+			return r.counter(t, "gate_agent_connections_total", map[string]string{"result": connTimedOut}) == 4
+		})
 		if r.counter(t, "gate_agent_accept_waits_total", nil) == 0 {
 			t.Error("the accept loop never waited for a slot")
 		}
@@ -71,10 +68,9 @@ func TestIdleConnectionsDoNotStopHonestCallers(t *testing.T) {
 		r := start(t, Options{BundleDir: vol.Dir})
 		dialIdle(t, r.socket, 1000)
 		waitFor(t, "the idle connections to be accepted", func() bool { return r.counter(t, "gate_agent_connections_open", nil) == 1000 })
-		begin := time.Now()
 		wantBlocked(t, r.ask(t, agentproto.Request{Version: vol.Version(), Input: rm}), "generation 1 forbids rm")
-		if took := time.Since(begin); took > 500*time.Millisecond {
-			t.Errorf("the honest call took %v beside a thousand idle connections", took)
+		if n := r.counter(t, "gate_agent_connections_total", map[string]string{"result": connTimedOut}); n != 0 {
+			t.Errorf("the honest call was answered only after %v idle connections timed out", n)
 		}
 	})
 }
