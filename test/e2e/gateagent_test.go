@@ -12,39 +12,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/intutic/gate-operator/internal/gateagent"
 	"github.com/intutic/gate-operator/internal/localenv"
 	"github.com/intutic/gate-operator/internal/testutil"
 	"github.com/intutic/gate-operator/internal/webhook"
 )
 
-// agentRecord is what the e2e reads of a gate-agent decision record (internal/gateagent).
-type agentRecord struct {
-	Schema     string `json:"schema"`
-	Surface    string `json:"surface"`
-	ReportedBy string `json:"reported_by"`
-	Rule       string `json:"rule"`
-	Verdict    string `json:"verdict"`
-	Reason     string `json:"reason"`
-	Tool       string `json:"tool"`
-	Pod        string `json:"pod"`
-	Digest     string `json:"digest"`
-}
-
-// agentRecords are the decision records in the log of the pod's gate-agent (the running
-// container's, or with previous the one before its last restart).
-func agentRecords(ctx context.Context, env *localenv.Env, pod string, previous bool) ([]agentRecord, error) {
-	args := []string{"-n", ns, "logs", pod, "-c", webhook.GateAgentContainerName}
-	if previous {
-		args = append(args, "--previous")
-	}
-	out, err := env.Kubectl(ctx, "", args...)
+// agentRecords are the decision records in the log of the pod's running gate-agent.
+func agentRecords(ctx context.Context, env *localenv.Env, pod string) ([]gateagent.Record, error) {
+	out, err := env.Kubectl(ctx, "", "-n", ns, "logs", pod, "-c", webhook.GateAgentContainerName)
 	if err != nil {
 		return nil, err
 	}
-	var recs []agentRecord
+	var recs []gateagent.Record
 	for _, line := range strings.Split(out, "\n") {
-		var r agentRecord
-		if json.Unmarshal([]byte(line), &r) == nil && r.Schema == "gate.intutic.io/decision/v1" {
+		var r gateagent.Record
+		if json.Unmarshal([]byte(line), &r) == nil && r.Schema == gateagent.RecordSchema {
 			recs = append(recs, r)
 		}
 	}
@@ -86,12 +69,12 @@ func testGateAgentInPod(ctx context.Context, t *testing.T, env *localenv.Env, sa
 		t.Fatalf("a blocked Bash through the sidecar: exit %d, %s", code, out)
 	}
 	wait(t, "gate-agent's log records the Block", func() bool {
-		recs, err := agentRecords(ctx, env, sandbox, false)
+		recs, err := agentRecords(ctx, env, sandbox)
 		if err != nil {
 			return false
 		}
 		for _, r := range recs {
-			if r.Surface == "hook-sidecar" && r.ReportedBy == "gate-agent" && r.Rule == "no-root-rm" && r.Tool == "Bash" && r.Pod == sandbox {
+			if r.Surface == gateagent.SurfaceSidecar && r.ReportedBy == "gate-agent" && r.Rule == "no-root-rm" && r.Tool == "Bash" && r.Pod == sandbox {
 				return true
 			}
 		}
@@ -126,7 +109,7 @@ func testGateAgentFallback(ctx context.Context, t *testing.T, env *localenv.Env,
 		return out, code
 	}
 	testutil.Eventually(t, 3*time.Minute, func() error {
-		recs, err := agentRecords(ctx, env, sandbox, false)
+		recs, err := agentRecords(ctx, env, sandbox)
 		if err != nil {
 			return err
 		}
@@ -134,7 +117,7 @@ func testGateAgentFallback(ctx context.Context, t *testing.T, env *localenv.Env,
 			return fmt.Errorf("the hook answers exit %d, %s", code, out)
 		}
 		for _, r := range recs {
-			if r.Surface == "hook-sidecar" && r.Reason == reason {
+			if r.Surface == gateagent.SurfaceSidecar && r.Reason == reason {
 				return nil
 			}
 		}
@@ -183,12 +166,12 @@ func testGateAgentFallback(ctx context.Context, t *testing.T, env *localenv.Env,
 		return s.RestartCount >= int32(kills) && s.Ready
 	})
 	wait(t, "the restarted gate-agent reports the fallback decision as the hook's", func() bool {
-		recs, err := agentRecords(ctx, env, sandbox, false)
+		recs, err := agentRecords(ctx, env, sandbox)
 		if err != nil {
 			return false
 		}
 		for _, r := range recs {
-			if r.Surface == "hook-fallback" && r.ReportedBy == "hook" && r.Verdict != "" {
+			if r.Surface == gateagent.SurfaceFallback && r.ReportedBy == "hook" && r.Verdict != "" {
 				return true
 			}
 		}
