@@ -39,11 +39,11 @@ func run(args []string) int {
 	cfg, ok := parseArgs(args)
 	hook, hookOK := parseHookArgs(cfg.hookArgs)
 	if !ok {
-		return deny(hook.token, "gate-client was started with invalid arguments")
+		return deny(cfg.runtime, hook.token, "gate-client was started with invalid arguments")
 	}
 	input, ok := readInput()
 	if !ok {
-		return deny(hook.token, "gate-client could not read the hook input")
+		return deny(cfg.runtime, hook.token, "gate-client could not read the hook input")
 	}
 	if !hookOK {
 		return fallBack(cfg, input, agentproto.FallbackArgs)
@@ -101,19 +101,25 @@ func fallBack(cfg config, input []byte, reason string) int {
 	args = append(args, cfg.hookArgs...)
 	_ = handoff.Exec(cfg.fallback, args, os.Environ(), input)
 	hook, _ := parseHookArgs(cfg.hookArgs)
-	return deny(hook.token, "gate-client could not start gate-hook")
+	return deny(cfg.runtime, hook.token, "gate-client could not start gate-hook")
 }
 
 // deny refuses the call as the wrapper's own deny does: the answer line when the token is
-// one, the deny JSON on stdout, the message on stderr, exit 2. msg holds no character JSON
-// escapes.
-func deny(token, msg string) int {
+// one, the deny JSON of the runtime on stdout (Gemini CLI's for gemini-cli, Claude Code's, which
+// Codex takes too, for the others), the message on stderr, exit 2, a deny for every runtime.
+// msg holds no character JSON escapes. The shapes are runtimes.Runtime.Deny's, spelled here so
+// the client links none of the runtimes' packages; a test holds the two to each other.
+func deny(runtime, token, msg string) int {
 	msg = agentproto.RefusalPrefix + msg
 	var out []byte
 	if agentproto.ValidToken(token) {
 		out = append(out, agentproto.AnswerPrefix+token+"\n"...)
 	}
-	out = append(out, `{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"`+msg+`"}}`+"\n"...)
+	if runtime == "gemini-cli" {
+		out = append(out, `{"decision":"deny","reason":"`+msg+`"}`+"\n"...)
+	} else {
+		out = append(out, `{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"`+msg+`"}}`+"\n"...)
+	}
 	writeAll(1, out)
 	writeAll(2, []byte(msg+"\n"))
 	return 2

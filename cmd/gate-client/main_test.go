@@ -27,7 +27,7 @@ import (
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gateagent"
 	"github.com/intutic/gate-operator/internal/gateagent/gateagenttest"
-	"github.com/intutic/gate-operator/internal/runtime/claudecode"
+	"github.com/intutic/gate-operator/internal/runtime/runtimes"
 )
 
 // clientBin is gate-client as the images ship it; hookBin is gate-hook (built without CEL,
@@ -482,10 +482,13 @@ func TestRefusesWhenNothingCanDecide(t *testing.T) {
 		{"no fall-back named", "gate-client was started with invalid arguments", []string{"--socket", "/x.sock", "--runtime", "claude-code"}},
 		{"an unknown client flag", "gate-client was started with invalid arguments", []string{"--socket", "/x.sock", "--runtime", "claude-code", "--fallback", absent, "--insecure", "1"}},
 		{"a deadline past its bound", "gate-client was started with invalid arguments", []string{"--socket", "/x.sock", "--runtime", "claude-code", "--fallback", absent, "--deadline-ms", "60000"}},
+		{"gate-hook missing, for Codex", "gate-client could not start gate-hook", []string{"--socket", filepath.Join(t.TempDir(), "absent.sock"), "--runtime", "codex", "--fallback", absent}},
+		{"gate-hook missing, for Gemini CLI", "gate-client could not start gate-hook", []string{"--socket", filepath.Join(t.TempDir(), "absent.sock"), "--runtime", "gemini-cli", "--fallback", absent}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := runClient(t, rm, tc.args, hookArgs...)
-			stdout, stderr, exit := claudecode.Answer(gate.Refuse(gate.CodeGateCrashed, tc.reason), token, false)
+			rt, _ := runtimes.Lookup(tc.args[3])
+			stdout, stderr, exit := rt.Answer(gate.Refuse(gate.CodeGateCrashed, tc.reason), token, false)
 			if got.answer() != (result{stdout: string(stdout), stderr: string(stderr), exit: exit}) || exit != 2 {
 				t.Fatalf("got %+v, want %q %q exit 2", got, stdout, stderr)
 			}

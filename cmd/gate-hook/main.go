@@ -1,7 +1,9 @@
-// Command gate-hook is the Claude Code PreToolUse hook of gate-operator. It reads the hook JSON
-// on stdin, decides the call with the policy snapshot, and answers in the hook contract:
-// Allow exits 0 with no decision, Ask answers permissionDecision "ask", Block answers "deny"
-// with the refusal message, prints it on stderr and exits 2. Every failure of its own is a
+// Command gate-hook is the in-sandbox hook of gate-operator: Claude Code's PreToolUse hook and,
+// with --runtime, Codex's PreToolUse and Gemini CLI's BeforeTool hook (internal/runtime/runtimes).
+// It reads the hook JSON on stdin, decides the call with the policy snapshot, and answers in the
+// runtime's hook contract; for Claude Code, Allow exits 0 with no decision, Ask answers
+// permissionDecision "ask", Block answers "deny" with the refusal message, prints it on stderr
+// and exits 2. Every failure of its own is a
 // Block. Under Audit, an Ask or Block that is recorded and not enforced exits 0 with only a
 // systemMessage saying so. It never prints the tool input.
 //
@@ -20,9 +22,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
+	"strings"
 
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/runtime/claudecode"
+	"github.com/intutic/gate-operator/internal/runtime/runtimes"
 )
 
 const defaultSnapshot = "/opt/intutic/hooks/" + gate.SnapshotFileName
@@ -34,6 +39,10 @@ const celHook = "gate-hook-cel"
 // gateClient is the gate-agent sidecar's client, which --install installs beside gate-hook when
 // the image has it.
 const gateClient = "gate-client"
+
+// defaultRuntime answers until --runtime is read: a refusal of flags that do not parse is
+// answered in Claude Code's format, whose exit status 2 every runtime takes as a deny.
+var defaultRuntime, _ = runtimes.Lookup(runtimes.Default)
 
 // memoryLimit bounds the heap of one call. The hook lives for one call and allocates a few
 // megabytes, so it runs without collecting garbage (a collection costs more than it frees)
@@ -48,7 +57,7 @@ func main() {
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	// a answers on stdout and stderr, after the answer line once the token is known.
-	a := answerer{stdout: stdout, stderr: stderr}
+	a := answerer{stdout: stdout, stderr: stderr, runtime: defaultRuntime}
 	// Whatever happens below, the call is refused rather than let through by a crash.
 	defer func() {
 		if r := recover(); r != nil {
@@ -65,6 +74,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	install := fs.String("install", "", "copy this binary into the given directory and exit (for an init container: the image needs no shell)")
 	explicitAllow := fs.Bool("explicit-allow", false, "answer Allow with permissionDecision \"allow\" instead of no decision")
 	token := fs.String("answer-token", "", "begin every answer with the line \"gate-answer <token>\" (the registered command's per-call token)")
+	runtimeName := fs.String("runtime", runtimes.Default, "the agent runtime whose hook input is read and answered: "+strings.Join(runtimes.Names(), ", "))
 	layered := fs.Bool("layers", false, "decide with the layers of the bundle in the snapshot's directory, which must have its index ("+gate.LayersFileName+"): the cluster policies that select the pod, and the namespace's "+gate.SnapshotFileName+" when the index names it")
 	fs.StringVar(&a.spool.reason, "fallback-reason", "", "why gate-client handed this call over instead of the gate-agent sidecar deciding it (one of its reason codes); recorded in --fallback-spool")
 	fs.StringVar(&a.spool.path, "fallback-spool", "", "append one JSON line about the decision to this file, for the gate-agent sidecar to report (set by gate-client when it hands a call over)")
@@ -78,6 +88,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 		a.token = *token
 	}
 	a.explicitAllow = *explicitAllow
+	rt, ok := runtimes.Lookup(*runtimeName)
+	if !ok {
+		return a.answer(gate.Refuse(gate.CodeInputInvalid, "gate-hook does not know the runtime "+strconv.Quote(*runtimeName)))
+	}
+	a.runtime = rt
 	if *install != "" {
 		if err := installSelf(*install); err != nil {
 			fmt.Fprintln(stderr, "gate-hook --install:", err)
@@ -92,7 +107,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	if err != nil {
 		return a.answer(gate.Refuse(gate.CodeInputInvalid, err.Error()))
 	}
-	call, _, err := claudecode.ParseHookInput(data)
+	call, err := rt.Parse(data)
 	if err != nil {
 		return a.answer(gate.Refuse(gate.CodeInputInvalid, err.Error()))
 	}
@@ -218,6 +233,8 @@ func installCopy(src, dir, name string) error {
 // handed the call over (spool set).
 type answerer struct {
 	stdout, stderr io.Writer
+	// runtime is the contract the answer is written in (--runtime).
+	runtime runtimes.Runtime
 	// token, when set, is echoed on the answer line before every answer
 	// (claudecode.AnswerLine): the registered command lets an exit 0 through only after it.
 	token         string
@@ -231,7 +248,7 @@ type answerer struct {
 // answer writes the answer to d and returns the exit status. The answer line and the answer
 // go out in one write, so the registered command never sees the line without the answer.
 func (a answerer) answer(d gate.Decision) int {
-	out, msg, exit := claudecode.Answer(d, a.token, a.explicitAllow)
+	out, msg, exit := a.runtime.Answer(d, a.token, a.explicitAllow)
 	if len(out) > 0 {
 		if _, err := a.stdout.Write(out); err != nil && d.Verdict != gate.Allow {
 			// An Ask or a deny that cannot be delivered must still stop the call.
@@ -244,6 +261,6 @@ func (a answerer) answer(d gate.Decision) int {
 	if msg != nil {
 		_, _ = a.stderr.Write(msg)
 	}
-	a.spool.record(d, a.input, a.tool)
+	a.spool.record(d, a.input, a.runtime.Name, a.tool)
 	return exit
 }

@@ -27,7 +27,7 @@ type fallbackSpool struct {
 // record appends the line of decision d to the spool, when there is one. It is best effort:
 // nothing it meets changes the answer, and it prints nothing (stdout and stderr are the
 // answer's).
-func (s fallbackSpool) record(d gate.Decision, input []byte, tool string) {
+func (s fallbackSpool) record(d gate.Decision, input []byte, runtime, tool string) {
 	if s.path == "" {
 		return
 	}
@@ -42,7 +42,7 @@ func (s fallbackSpool) record(d gate.Decision, input []byte, tool string) {
 	sum := sha256.Sum256(input)
 	rec := agentproto.FallbackRecord{
 		Time: time.Now().UTC().Format(time.RFC3339Nano), Reason: reason,
-		Verdict: string(d.Verdict), Enforcement: mode, Code: d.Code, Rule: d.Rule, Layer: d.Layer, Tool: tool,
+		Verdict: string(d.Verdict), Enforcement: mode, Code: d.Code, Rule: d.Rule, Layer: d.Layer, Runtime: runtime, Tool: tool,
 		InputBytes: len(input), InputSHA256: hex.EncodeToString(sum[:]), Digest: d.SnapshotDigest, IncidentID: d.IncidentID,
 	}
 	line, err := json.Marshal(rec)

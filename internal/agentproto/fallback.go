@@ -45,6 +45,9 @@ type FallbackRecord struct {
 	Code        string `json:"code,omitempty"`
 	Rule        string `json:"rule,omitempty"`
 	Layer       string `json:"layer,omitempty"`
+	// Runtime is the hook contract gate-hook answered in (its --runtime); absent in lines of a
+	// gate-hook from before Codex and Gemini CLI, which answered Claude Code only.
+	Runtime string `json:"runtime,omitempty"`
 	// Tool is the call's canonical tool name, when its input could be read.
 	Tool        string `json:"tool,omitempty"`
 	InputBytes  int    `json:"input_bytes"`

@@ -39,7 +39,9 @@ const (
 // flags, no digest). Values that are "-" themselves cannot be sent.
 const None = "-"
 
-// RuntimeClaudeCode is the runtime whose hook input and answers the sidecar knows.
+// RuntimeClaudeCode is Claude Code's name as a request's runtime (claudecode.Name; this package
+// imports no runtime's contract, for gate-client's sake). internal/runtime/runtimes lists every
+// runtime the sidecar knows.
 const RuntimeClaudeCode = "claude-code"
 
 // NoVersion is the version of a bundle directory that is not a kubelet volume (it has no

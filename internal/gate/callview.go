@@ -73,12 +73,28 @@ func viewOf(tool string, input map[string]any, cwd string) CallView {
 			v.Writes = append(v.Writes, shellparse.Resolve(cwd, p))
 		}
 	}
+	for _, f := range shape.ReadLists {
+		for _, p := range listField(input, f) {
+			v.Reads = append(v.Reads, shellparse.Resolve(cwd, p))
+		}
+	}
 	if shape.Dir != "" {
 		v.Reads = append(v.Reads, searchRoot(input, shape, cwd))
 	}
 	for _, f := range shape.URLs {
 		if u, ok := stringField(input, f); ok {
 			v.URLs = append(v.URLs, u)
+		}
+	}
+	for _, f := range shape.TextURLs {
+		v.URLs = append(v.URLs, textURLs(input, f)...)
+	}
+	if shape.Patch != "" {
+		if patch, ok := stringField(input, shape.Patch); ok {
+			files, known := patchFiles(patch, cwd)
+			v.Reads = append(v.Reads, files.reads...)
+			v.Writes = append(v.Writes, files.writes...)
+			v.ShellKnown = v.ShellKnown && known
 		}
 	}
 	if shape.Code != "" {
@@ -88,7 +104,11 @@ func viewOf(tool string, input map[string]any, cwd string) CallView {
 	}
 	if shape.Shell != "" {
 		if cmd, ok := stringField(input, shape.Shell); ok {
-			sh := shellparse.Parse(cmd, cwd)
+			dir := cwd
+			if d, ok := stringField(input, shape.ShellDir); ok && shape.ShellDir != "" {
+				dir = shellparse.Resolve(cwd, d)
+			}
+			sh := shellparse.Parse(cmd, dir)
 			v.Commands, v.ShellKnown = sh.Commands, sh.Known
 			if v.Commands == nil {
 				v.Commands = []shellparse.Command{}

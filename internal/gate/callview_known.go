@@ -46,6 +46,11 @@ func viewListEmpty(tool string, input map[string]any, field string) bool {
 			return false // a command line: its commands, files and URLs are the parser's to say
 		}
 	}
+	if shape.Patch != "" && field != "commands" {
+		if _, ok := stringField(input, shape.Patch); ok {
+			return false // a patch: the files it names are the parser's to say
+		}
+	}
 	var fields []string
 	switch field {
 	case "commands":
@@ -54,10 +59,24 @@ func viewListEmpty(tool string, input map[string]any, field string) bool {
 		if shape.Dir != "" {
 			return false // a search reads its directory, the working directory by default
 		}
+		if len(shape.ReadLists) > 0 {
+			for _, f := range shape.ReadLists {
+				if len(listField(input, f)) > 0 {
+					return false
+				}
+			}
+		}
 		fields = shape.Reads
 	case "writes":
 		fields = shape.Writes
 	case "urls", "hosts":
+		if len(shape.TextURLs) > 0 {
+			for _, f := range shape.TextURLs {
+				if len(textURLs(input, f)) > 0 {
+					return false
+				}
+			}
+		}
 		fields = shape.URLs // one host per URL
 	default:
 		return false
@@ -87,11 +106,52 @@ func viewShellKnown(tool string, input map[string]any) (known, ok bool) {
 			return false, false
 		}
 	}
+	if shape.Patch != "" {
+		if _, has := stringField(input, shape.Patch); has {
+			return false, false
+		}
+	}
 	return true, true
 }
 
-// stringField reads a non-empty string field of the input; "a.b" is field b of object field a.
+// textURLs are the words of a text field that hold "://", as Gemini CLI's web_fetch finds the
+// URLs in its prompt: the text split on white space, every word with "://" a URL (it refuses the
+// call when one does not parse, or is not http or https).
+func textURLs(input map[string]any, field string) []string {
+	text, _ := stringField(input, field)
+	var urls []string
+	for _, w := range strings.Fields(text) {
+		if strings.Contains(w, "://") {
+			urls = append(urls, w)
+		}
+	}
+	return urls
+}
+
+// stringField reads a non-empty string field of the input; "a.b" is field b of object field a,
+// and "a|b" the first of a and b that is one.
 func stringField(input map[string]any, field string) (string, bool) {
+	for alt := range strings.SplitSeq(field, "|") {
+		if s, ok := oneStringField(input, alt); ok {
+			return s, true
+		}
+	}
+	return "", false
+}
+
+// listField reads the non-empty strings of a list field of the input.
+func listField(input map[string]any, field string) []string {
+	items, _ := input[field].([]any)
+	var out []string
+	for _, it := range items {
+		if s, ok := it.(string); ok && s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func oneStringField(input map[string]any, field string) (string, bool) {
 	var cur any = input
 	for rest, more := field, true; more; {
 		var part string

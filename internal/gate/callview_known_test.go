@@ -26,6 +26,16 @@ var viewInputs = []map[string]any{
 	{"pattern": "*.go"},
 	{"query": "q"},
 	{"command": "Get-ChildItem", "file_path": "/w/a", "url": "https://github.com/x", "path": "/etc"},
+	{"dir_path": "/etc", "pattern": "*"},
+	{"command": "cat .env", "dir_path": "/"},
+	{"absolute_path": "/etc/shadow"},
+	{"include": []any{"**/.env", 2.0}},
+	{"include": []any{}},
+	{"include": "not a list"},
+	{"prompt": "read https://pastebin.com/x please"},
+	{"prompt": "no links here"},
+	{"input": "*** Begin Patch\n*** Add File: /etc/x\n+y\n*** End Patch"},
+	{"input": "not a patch"},
 }
 
 // viewTools are every name of the tool table, an MCP tool and a tool the table does not know.

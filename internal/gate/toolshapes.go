@@ -12,7 +12,10 @@ import "github.com/intutic/gate-operator/internal/gate/toolname"
 // @ai-sdk/harness HARNESS_V1_BUILTIN_TOOLS and the claude-code adapter's keys (§1.11); Managed
 // Agents' agent_toolset_20260401, @anthropic-ai/sdk 1.14.0 resources/beta/agents (bash, read,
 // write, edit, glob, grep, web_fetch, web_search; web_fetch's {url} and web_search's {query} are
-// the Messages API server tools' inputs).
+// the Messages API server tools' inputs); Codex CLI 0.171.0, which reports its shell tool to a
+// PreToolUse hook as Claude Code's Bash (specs/codex-observed.md); Gemini CLI 0.61.0's built-in
+// tools, read from its bundled declarations (@google/gemini-cli bundle, SHELL_TOOL_NAME and the
+// PARAM_ constants; docs/sandbox-integration.md).
 //
 // A tool that is not in the table and not an MCP tool gets kind "unknown", every list empty and
 // ShellKnown true; an MCP tool gets kind "mcp" and empty lists. Either way the rules still see
@@ -34,18 +37,30 @@ const (
 type ToolShape struct {
 	// Names are the tool's names as the runtimes spell them.
 	Names []string
-	// Runtimes says where the tool comes from: claude-code, harness, managed-agents.
+	// Runtimes says where the tool comes from: claude-code, harness, managed-agents, codex,
+	// gemini-cli.
 	Runtimes []string
 	Kind     string
 	// Reads and Writes are fields holding a path the call reads or writes (an edit does both).
+	// A field is a name, "a.b" (field b of object field a), or "a|b": the first of a and b that
+	// the input has, where runtimes spell one field two ways.
 	Reads, Writes []string
+	// ReadLists are fields holding a list of paths or globs the call reads.
+	ReadLists []string
 	// Dir is a field holding the directory a search reads (the working directory when absent),
 	// and Pattern a field holding a glob under it whose literal leading directories are read too.
 	Dir, Pattern string
 	// URLs are fields holding a URL the call fetches; "ws.url" is field url of object field ws.
 	URLs []string
-	// Shell is a field holding a POSIX shell command line, parsed into commands.
-	Shell string
+	// TextURLs are fields holding text whose words with "://" are URLs the call fetches, as
+	// Gemini CLI's web_fetch reads its prompt (parsePrompt: split on white space).
+	TextURLs []string
+	// Shell is a field holding a POSIX shell command line, parsed into commands, and ShellDir a
+	// field holding the directory it runs in (the working directory when absent).
+	Shell, ShellDir string
+	// Patch is a field holding a patch in the apply_patch format (Codex): every file it adds,
+	// updates, deletes or moves to is written, and every file it updates or moves is read.
+	Patch string
 	// Code is a field holding code the gate does not parse (PowerShell): the call runs
 	// something, and the commands are not known.
 	Code string
@@ -53,6 +68,7 @@ type ToolShape struct {
 
 var (
 	claudeCode    = []string{"claude-code"}
+	gemini        = []string{"gemini-cli"}
 	everyRuntime  = []string{"claude-code", "harness", "managed-agents"}
 	claudeHarness = []string{"claude-code", "harness"}
 )
@@ -60,24 +76,44 @@ var (
 // toolShapes is the table. Rows with kind "other" are tools that touch no file, URL or command
 // the gate can name (task lists, questions, plan mode, sub-agents).
 var toolShapes = []ToolShape{
-	{Names: []string{"Bash"}, Runtimes: everyRuntime, Kind: KindExec, Shell: "command"},
+	{Names: []string{"Bash"}, Runtimes: []string{"claude-code", "harness", "managed-agents", "codex"}, Kind: KindExec, Shell: "command"},
 	{Names: []string{"Monitor"}, Runtimes: claudeHarness, Kind: KindExec, Shell: "command", URLs: []string{"ws.url"}},
 	{Names: []string{"PowerShell"}, Runtimes: claudeCode, Kind: KindExec, Code: "command"},
 	{Names: []string{"Read"}, Runtimes: everyRuntime, Kind: KindRead, Reads: []string{"file_path"}},
 	{Names: []string{"Write"}, Runtimes: everyRuntime, Kind: KindWrite, Writes: []string{"file_path"}},
 	{Names: []string{"Edit", "MultiEdit"}, Runtimes: everyRuntime, Kind: KindWrite, Reads: []string{"file_path"}, Writes: []string{"file_path"}},
 	{Names: []string{"NotebookEdit"}, Runtimes: claudeHarness, Kind: KindWrite, Reads: []string{"notebook_path"}, Writes: []string{"notebook_path"}},
-	{Names: []string{"Glob"}, Runtimes: everyRuntime, Kind: KindRead, Dir: "path", Pattern: "pattern"},
+	// Gemini CLI's glob names its directory dir_path; the others name it path.
+	{Names: []string{"Glob"}, Runtimes: []string{"claude-code", "harness", "managed-agents", "gemini-cli"}, Kind: KindRead, Dir: "path|dir_path", Pattern: "pattern"},
 	{Names: []string{"Grep"}, Runtimes: everyRuntime, Kind: KindRead, Dir: "path"},
-	{Names: []string{"WebFetch", "web_fetch"}, Runtimes: everyRuntime, Kind: KindFetch, URLs: []string{"url"}},
+	// web_fetch is Managed Agents' {url} and Gemini CLI's {prompt} (URLs among its words) or {url}.
+	{Names: []string{"WebFetch", "web_fetch"}, Runtimes: []string{"claude-code", "harness", "managed-agents", "gemini-cli"}, Kind: KindFetch, URLs: []string{"url"}, TextURLs: []string{"prompt"}},
 	{Names: []string{"WebSearch", "web_search"}, Runtimes: everyRuntime, Kind: KindFetch},
-	{Names: []string{"ReadMcpResource", "ReadMcpResourceTool", "ReadMcpResourceDirTool"}, Runtimes: claudeHarness, Kind: KindMCP, URLs: []string{"uri"}},
-	{Names: []string{"ListMcpResources", "ListMcpResourcesTool"}, Runtimes: claudeHarness, Kind: KindMCP},
+	{Names: []string{"ReadMcpResource", "ReadMcpResourceTool", "ReadMcpResourceDirTool", "read_mcp_resource"}, Runtimes: []string{"claude-code", "harness", "gemini-cli"}, Kind: KindMCP, URLs: []string{"uri"}},
+	{Names: []string{"ListMcpResources", "ListMcpResourcesTool", "list_mcp_resources"}, Runtimes: []string{"claude-code", "harness", "gemini-cli"}, Kind: KindMCP},
 	{Names: []string{
 		"Agent", "Task", "TaskCreate", "TaskGet", "TaskUpdate", "TaskList", "TaskStop", "TaskOutput",
 		"TodoWrite", "AskUserQuestion", "askUserQuestions", "EnterPlanMode", "ExitPlanMode",
 		"EnterWorktree", "ExitWorktree", "Skill", "ToolSearch",
 	}, Runtimes: claudeHarness, Kind: KindOther},
+	// Gemini CLI's own built-ins.
+	{Names: []string{"run_shell_command"}, Runtimes: gemini, Kind: KindExec, Shell: "command", ShellDir: "dir_path"},
+	{Names: []string{"read_file"}, Runtimes: gemini, Kind: KindRead, Reads: []string{"file_path|absolute_path"}},
+	{Names: []string{"read_many_files"}, Runtimes: gemini, Kind: KindRead, ReadLists: []string{"include"}},
+	{Names: []string{"list_directory"}, Runtimes: gemini, Kind: KindRead, Dir: "dir_path|path"},
+	{Names: []string{"grep_search", "search_file_content"}, Runtimes: gemini, Kind: KindRead, Dir: "dir_path|path"},
+	{Names: []string{"write_file"}, Runtimes: gemini, Kind: KindWrite, Writes: []string{"file_path"}},
+	{Names: []string{"replace"}, Runtimes: gemini, Kind: KindWrite, Reads: []string{"file_path"}, Writes: []string{"file_path"}},
+	{Names: []string{"google_web_search"}, Runtimes: gemini, Kind: KindFetch},
+	// Its enter_plan_mode and exit_plan_mode are EnterPlanMode's and ExitPlanMode's row, folded.
+	// save_memory appends a fact to the user's GEMINI.md, outside any workspace, and names no
+	// path in its input; a rule that needs to refuse it names the tool.
+	{Names: []string{
+		"save_memory", "write_todos", "ask_user", "activate_skill",
+		"update_topic", "complete_task", "invoke_agent", "get_internal_docs", "tracker_create_task",
+		"tracker_update_task", "tracker_get_task", "tracker_list_tasks", "tracker_add_dependency",
+		"tracker_visualize",
+	}, Runtimes: gemini, Kind: KindOther},
 }
 
 // shapeIndex maps each folded name of the table to its row, and each name as the table spells

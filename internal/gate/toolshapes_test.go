@@ -19,10 +19,13 @@ func TestToolShapes(t *testing.T) {
 		}
 		in := map[string]any{}
 		for _, f := range append(append([]string{}, shape.Reads...), shape.Writes...) {
-			in[f] = "sub/" + f
+			in[firstAlt(f)] = "sub/" + firstAlt(f)
+		}
+		for _, f := range shape.ReadLists {
+			in[f] = []any{"docs/" + f + "/*.md", 3.0, ""}
 		}
 		if shape.Dir != "" {
-			in[shape.Dir] = "src"
+			in[firstAlt(shape.Dir)] = "src"
 		}
 		if shape.Pattern != "" {
 			in[shape.Pattern] = "pkg/**/*.go"
@@ -30,8 +33,17 @@ func TestToolShapes(t *testing.T) {
 		for _, f := range shape.URLs {
 			setField(in, f, "https://"+strings.ReplaceAll(f, ".", "-")+".example/x")
 		}
+		for _, f := range shape.TextURLs {
+			in[f] = "summarise https://text-" + f + ".example/x for me"
+		}
 		if shape.Shell != "" {
 			in[shape.Shell] = "rm -rf build > out.log"
+		}
+		if shape.ShellDir != "" {
+			in[shape.ShellDir] = "sub"
+		}
+		if shape.Patch != "" {
+			in[shape.Patch] = "*** Begin Patch\n*** Update File: a.go\n@@\n-x\n+y\n*** End Patch\n"
 		}
 		if shape.Code != "" {
 			in[shape.Code] = "Remove-Item -Recurse C:\\"
@@ -56,10 +68,13 @@ func checkShapeView(t *testing.T, name string, shape ToolShape, v CallView) {
 	}
 	var reads, writes, urls []string
 	for _, f := range shape.Reads {
-		reads = append(reads, "/workspace/sub/"+f)
+		reads = append(reads, "/workspace/sub/"+firstAlt(f))
 	}
 	for _, f := range shape.Writes {
-		writes = append(writes, "/workspace/sub/"+f)
+		writes = append(writes, "/workspace/sub/"+firstAlt(f))
+	}
+	for _, f := range shape.ReadLists {
+		reads = append(reads, "/workspace/docs/"+f+"/*.md")
 	}
 	switch {
 	case shape.Pattern != "":
@@ -70,8 +85,19 @@ func checkShapeView(t *testing.T, name string, shape ToolShape, v CallView) {
 	for _, f := range shape.URLs {
 		urls = append(urls, "https://"+strings.ReplaceAll(f, ".", "-")+".example/x")
 	}
+	for _, f := range shape.TextURLs {
+		urls = append(urls, "https://text-"+f+".example/x")
+	}
+	if shape.Patch != "" {
+		reads = append(reads, "/workspace/a.go")
+		writes = append(writes, "/workspace/a.go")
+	}
 	if shape.Shell != "" {
-		writes = append(writes, "/workspace/out.log")
+		out := "/workspace/out.log"
+		if shape.ShellDir != "" {
+			out = "/workspace/sub/out.log"
+		}
+		writes = append(writes, out)
 		if len(v.Commands) != 1 || v.Commands[0].Name != "rm" || !v.ShellKnown {
 			t.Errorf("%s: commands %+v (known %v), want rm", name, v.Commands, v.ShellKnown)
 		}
@@ -92,6 +118,55 @@ func checkShapeView(t *testing.T, name string, shape ToolShape, v CallView) {
 	}
 	if len(v.Hosts) != len(v.URLs) {
 		t.Errorf("%s: %d hosts for %d URLs", name, len(v.Hosts), len(v.URLs))
+	}
+}
+
+// firstAlt is the first of a field's spellings ("a|b" is a, or b when the input has no a).
+func firstAlt(field string) string {
+	first, _, _ := strings.Cut(field, "|")
+	return first
+}
+
+// TestFieldAlternatives: a field spelled two ways is read from whichever the input has, the
+// first when it has both.
+func TestFieldAlternatives(t *testing.T) {
+	for _, c := range []struct {
+		tool  string
+		input map[string]any
+		reads []string
+	}{
+		{"glob", map[string]any{"pattern": "*.go", "path": "a"}, []string{"/w/a"}},
+		{"glob", map[string]any{"pattern": "*.go", "dir_path": "b"}, []string{"/w/b"}},
+		{"glob", map[string]any{"pattern": "*.go", "path": "a", "dir_path": "b"}, []string{"/w/a"}},
+		{"glob", map[string]any{"pattern": "*.go", "path": 3.0, "dir_path": "b"}, []string{"/w/b"}},
+		{"read_file", map[string]any{"absolute_path": "/etc/passwd"}, []string{"/etc/passwd"}},
+		{"read_file", map[string]any{"file_path": ".env", "absolute_path": "/etc/passwd"}, []string{"/w/.env"}},
+		{"list_directory", map[string]any{}, []string{"/w"}},
+	} {
+		if got := viewOf(c.tool, c.input, "/w").Reads; strings.Join(got, ",") != strings.Join(c.reads, ",") {
+			t.Errorf("%s %v: reads %q, want %q", c.tool, c.input, got, c.reads)
+		}
+	}
+}
+
+// TestGeminiShellDir: Gemini CLI's run_shell_command runs in its dir_path, so the command's
+// relative paths are resolved there.
+func TestGeminiShellDir(t *testing.T) {
+	v := viewOf("run_shell_command", map[string]any{"command": "rm -rf etc", "dir_path": "/"}, "/workspace")
+	if len(v.Commands) != 1 || v.Commands[0].Cwd != "/" || strings.Join(v.Commands[0].Args, " ") != "-rf etc" {
+		t.Fatalf("commands %+v", v.Commands)
+	}
+	v = viewOf("run_shell_command", map[string]any{"command": "echo x > out", "dir_path": "../etc"}, "/workspace")
+	if strings.Join(v.Writes, ",") != "/etc/out" {
+		t.Fatalf("writes %q, want /etc/out", v.Writes)
+	}
+}
+
+// TestTextURLs: web_fetch's prompt names its URLs among its words, as Gemini CLI reads them.
+func TestTextURLs(t *testing.T) {
+	v := viewOf("web_fetch", map[string]any{"prompt": "Summarise https://pastebin.com/raw/x and\nhttp://github.com/a/b, not pastebin.com"}, "")
+	if strings.Join(v.Hosts, ",") != "pastebin.com,github.com" {
+		t.Fatalf("hosts %q (urls %q)", v.Hosts, v.URLs)
 	}
 }
 

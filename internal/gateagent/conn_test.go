@@ -17,7 +17,7 @@ import (
 	"github.com/intutic/gate-operator/internal/agentproto"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gateagent/gateagenttest"
-	"github.com/intutic/gate-operator/internal/runtime/claudecode"
+	"github.com/intutic/gate-operator/internal/runtime/runtimes"
 )
 
 func sampleVolume(t *testing.T) *gateagenttest.Volume {
@@ -121,8 +121,9 @@ func TestUnansweredRequests(t *testing.T) {
 func TestUnknownRuntime(t *testing.T) {
 	vol := sampleVolume(t)
 	r := start(t, Options{BundleDir: vol.Dir})
-	resp := r.ask(t, agentproto.Request{Runtime: "codex", Version: vol.Version(), Token: token, Input: rm})
-	stdout, stderr, exit := claudecode.Answer(gate.Refuse(gate.CodeInputInvalid, `gate-agent does not know the runtime "codex", only claude-code`), token, false)
+	resp := r.ask(t, agentproto.Request{Runtime: "cursor", Version: vol.Version(), Token: token, Input: rm})
+	rt, _ := runtimes.Lookup(runtimes.Default)
+	stdout, stderr, exit := rt.Answer(gate.Refuse(gate.CodeInputInvalid, `gate-agent does not know the runtime "cursor", only claude-code, codex, gemini-cli`), token, false)
 	if resp.Exit != 2 || exit != 2 || !bytes.Equal(resp.Stdout, stdout) || !bytes.Equal(resp.Stderr, stderr) {
 		t.Fatalf("got %+v, want exit 2, %q, %q", resp, stdout, stderr)
 	}

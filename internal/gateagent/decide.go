@@ -3,15 +3,16 @@ package gateagent
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/intutic/gate-operator/internal/agentproto"
 	"github.com/intutic/gate-operator/internal/gate"
-	"github.com/intutic/gate-operator/internal/runtime/claudecode"
+	"github.com/intutic/gate-operator/internal/runtime/runtimes"
 )
 
 // answer decides a request as gate-hook decides the same call with the same flags, in the same
 // order (the runtime, the hook input, the bundle, the rules), and answers it with the bytes and
-// exit status gate-hook prints (claudecode.Answer). It returns the response and the decision's
+// exit status gate-hook prints (runtimes.Runtime.Answer). It returns the response and the decision's
 // record, whose latency the caller sets.
 //
 // The response's version is the one the bundle was loaded from. A call refused before the
@@ -21,16 +22,21 @@ func (s *Server) answer(req *agentproto.Request) (agentproto.Response, Record) {
 	version := req.Version
 	var lp *loadedPolicy
 	var call *gate.Call
+	// A request for a runtime the sidecar does not know is refused in the default runtime's
+	// format: its exit status 2 is a deny for every runtime.
+	rt, _ := runtimes.Lookup(runtimes.Default)
 	d := func() (d gate.Decision) {
 		defer func() {
 			if r := recover(); r != nil {
 				d = gate.Refuse(gate.CodeGateCrashed, crashed(r))
 			}
 		}()
-		if req.Runtime != agentproto.RuntimeClaudeCode {
-			return gate.Refuse(gate.CodeInputInvalid, "gate-agent does not know the runtime "+strconv.Quote(req.Runtime)+", only "+agentproto.RuntimeClaudeCode)
+		asked, known := runtimes.Lookup(req.Runtime)
+		if !known {
+			return gate.Refuse(gate.CodeInputInvalid, "gate-agent does not know the runtime "+strconv.Quote(req.Runtime)+", only "+strings.Join(runtimes.Names(), ", "))
 		}
-		c, _, err := claudecode.ParseHookInput(req.Input)
+		rt = asked
+		c, err := rt.Parse(req.Input)
 		if err != nil {
 			return gate.Refuse(gate.CodeInputInvalid, err.Error())
 		}
@@ -43,7 +49,7 @@ func (s *Server) answer(req *agentproto.Request) (agentproto.Response, Record) {
 		return lp.decider.Decide(call)
 	}()
 
-	stdout, stderr, exit := claudecode.Answer(d, req.Token, req.Flags.ExplicitAllow)
+	stdout, stderr, exit := rt.Answer(d, req.Token, req.Flags.ExplicitAllow)
 	resp := agentproto.Response{Nonce: req.Nonce, Version: version, Exit: exit, Stdout: stdout, Stderr: stderr}
 	rec := decisionRecord(d, req.Input)
 	rec.Runtime, rec.Nonce, rec.VolumeVersion = req.Runtime, req.Nonce, version

@@ -14,6 +14,7 @@ import (
 
 	"github.com/intutic/gate-operator/internal/agentproto"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/runtime/runtimes"
 )
 
 // Bounds of one read of the fallback spool: the rest is read at the next.
@@ -224,7 +225,7 @@ func (s *Server) readSpool() {
 		s.metrics.fallbacks.WithLabelValues(f.Reason, f.Verdict).Inc()
 		rec := Record{
 			Schema: RecordSchema, Time: f.Time, DecisionID: f.IncidentID, Surface: SurfaceFallback, ReportedBy: reportedByHook,
-			Untrusted: true, ReportedAt: now, FallbackReason: f.Reason, Runtime: agentproto.RuntimeClaudeCode,
+			Untrusted: true, ReportedAt: now, FallbackReason: f.Reason, Runtime: spooledRuntime(f.Runtime),
 			Digest: f.Digest, Layer: f.Layer, Rule: f.Rule, Verdict: f.Verdict, Enforcement: f.Enforcement, Code: f.Code,
 			Tool: f.Tool, InputBytes: f.InputBytes, InputSHA256: f.InputSHA256,
 		}
@@ -242,4 +243,17 @@ func (s *Server) readSpool() {
 	if err != nil {
 		s.log.Error(err, "reading the fallback spool", "path", s.spool.path)
 	}
+}
+
+// spooledRuntime is the runtime of a spool line: the one it names when the sidecar knows it,
+// Claude Code's when it names none (a gate-hook from before the others), "unknown" otherwise.
+// The agent can write the spool, so nothing it wrote there is reported unchecked.
+func spooledRuntime(name string) string {
+	if name == "" {
+		return runtimes.Default
+	}
+	if _, ok := runtimes.Lookup(name); !ok {
+		return "unknown"
+	}
+	return name
 }

@@ -15,6 +15,9 @@ import (
 	"github.com/intutic/gate-operator/internal/strictjson"
 )
 
+// Name is the runtime's name on the gate-agent socket, in gate-hook's --runtime and in records.
+const Name = "claude-code"
+
 // MaxHookInput bounds the hook JSON read from stdin; anything larger is refused.
 const MaxHookInput = 4 << 20
 
@@ -122,21 +125,6 @@ func HookResponse(d gate.Decision, explicitAllow bool) (stdout []byte, stderr st
 		return nil, gate.RefusalPrefix + "the hook could not encode its answer", 2
 	}
 	return append(b, '\n'), stderr, exit
-}
-
-// Answer is everything a hook prints for a decision, and its exit status: the answer line for
-// token when there is one (AnswerLine), then HookResponse's stdout; HookResponse's message and
-// a newline on stderr. gate-hook prints it, and the gate-agent sidecar sends it for gate-client
-// to print, so the two answer the same call with the same bytes.
-func Answer(d gate.Decision, token string, explicitAllow bool) (stdout, stderr []byte, exit int) {
-	stdout, msg, exit := HookResponse(d, explicitAllow)
-	if token != "" {
-		stdout = append(AnswerLine(token), stdout...)
-	}
-	if msg != "" {
-		stderr = []byte(msg + "\n")
-	}
-	return stdout, stderr, exit
 }
 
 // AnswerPrefix starts the line a decided answer begins with when the registered command hands

@@ -1,0 +1,35 @@
+package gate
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPatchFiles(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		patch         string
+		reads, writes string
+		known         bool
+	}{
+		{"every kind of section", "*** Begin Patch\n*** Add File: new.txt\n+hi\n*** Update File: src/a.go\n*** Move to: /etc/a.go\n@@ func a\n-x\n+y\n*** Delete File: ../old.txt\n*** End Patch\n",
+			"/w/src/a.go", "/w/new.txt,/w/src/a.go,/etc/a.go,/old.txt", true},
+		{"wrapped in a here-document", "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: /etc/cron.d/x\n+* * * * * root sh\n*** End Patch\nEOF\n",
+			"", "/etc/cron.d/x", true},
+		{"indented and CRLF", "  *** Begin Patch\r\n\t*** Add File: b.txt\r\n+x\r\n  *** End Patch\r\n", "", "/w/b.txt", true},
+		{"no end", "*** Begin Patch\n*** Add File: c.txt\n+x\n", "", "/w/c.txt", false},
+		{"not a patch", "please write /etc/passwd", "", "", false},
+		{"hunk text is not a section", "*** Begin Patch\n*** Update File: a\n@@\n+*** Add File: /etc/x\n*** End Patch", "/w/a", "/w/a", true},
+	} {
+		files, known := patchFiles(c.patch, "/w")
+		if got := strings.Join(files.reads, ","); got != c.reads {
+			t.Errorf("%s: reads %q, want %q", c.name, got, c.reads)
+		}
+		if got := strings.Join(files.writes, ","); got != c.writes {
+			t.Errorf("%s: writes %q, want %q", c.name, got, c.writes)
+		}
+		if known != c.known {
+			t.Errorf("%s: known %v, want %v", c.name, known, c.known)
+		}
+	}
+}
