@@ -52,7 +52,7 @@ func ConfigMapName(policy string) string { return policy + "-bootstrap" }
 const BaselineConfigMap = "gate-baseline-bootstrap"
 
 // hashedKeys are the files the bootstrap hash covers, in the order it covers them.
-var hashedKeys = []string{KeySnapshot, KeyHookScript, KeyManagedSettings, KeySettings, KeyHarnessSettings, KeyHarnessNetworkPolicy}
+var hashedKeys = []string{KeySnapshot, KeyHookScript, KeyManagedSettings, KeySettings, KeyHarnessSettings, KeyHarnessNetworkPolicy, KeyCodexRequirements, KeyGeminiSettings}
 
 // Defaults of Options.
 const (
@@ -212,8 +212,18 @@ func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, 
 	if err != nil {
 		return Bundle{}, err
 	}
+	codexRequirements, err := codexRequirements(opts)
+	if err != nil {
+		return Bundle{}, err
+	}
+	geminiSettings, err := geminiSettings(opts)
+	if err != nil {
+		return Bundle{}, err
+	}
 	layered := layers.layered() || !namespaced
 	data := map[string]string{
+		KeyCodexRequirements:    codexRequirements,
+		KeyGeminiSettings:       geminiSettings,
 		KeySnapshot:             string(snapshot),
 		KeyHookScript:           hookScript(opts, workspaceID, layered),
 		KeyManagedSettings:      managed,

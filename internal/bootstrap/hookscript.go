@@ -7,21 +7,27 @@ import (
 
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/runtime/claudecode"
+	"github.com/intutic/gate-operator/internal/runtime/gemini"
+	"github.com/intutic/gate-operator/internal/runtime/runtimes"
 )
 
-// hookScript renders gate-hook.sh, the POSIX sh wrapper Claude Code runs. It runs gate-hook
-// under its own time limit and lets only exit 0 and 2 through: Claude Code treats every other
-// status as a non-blocking error and runs the tool, so a missing binary, a crash, a signal, the
-// time limit, or an error of the shell itself all become a deny, with exit 2.
+// hookScript renders gate-hook.sh, the POSIX sh wrapper the registered command of each runtime
+// runs. It runs gate-hook under its own time limit and lets only exit 0 and 2 through: Claude
+// Code, Codex and Gemini CLI all treat every other status as a failed hook and run the tool, so a
+// missing binary, a crash, a signal, the time limit, or an error of the shell itself all become
+// a deny, with exit 2.
 //
 // Nothing in it comes from the environment: Claude Code hands hooks the env of settings files
 // the agent can write, so the binary's path is a literal, PATH is set here for sleep, and the
 // Go runtime's knobs are cleared before gate-hook starts.
 //
-// Its one argument is the registered command's per-call token (registeredCommand): gate-hook
+// Its first argument is the registered command's per-call token (registeredCommand): gate-hook
 // echoes it before its answer, and so does the wrapper's own deny. Without it (a Claude Code
 // session started before an upgrade, whose registered command passes none) gate-hook answers
-// as it did before.
+// as it did before. Its second is the runtime whose hook runs it (internal/runtime/runtimes),
+// Claude Code when absent: the wrapper's own deny is in that runtime's format, and gate-client
+// and gate-hook read and answer in it. gate-hook gets --runtime only for the others, so a
+// gate-hook from before them still answers Claude Code, and refuses every call of the others.
 //
 // A layered bundle's wrapper passes --layers, which makes the layers index mandatory. A
 // gate-hook from before cluster layers refuses the flag, so a pod still running one is blocked
@@ -35,19 +41,23 @@ func hookScript(opts Options, workspaceID string, layered bool) string {
 		ws += " --layers"
 	}
 	return fmt.Sprintf(`#!/bin/sh
-# gate-operator PreToolUse hook (rendered by the operator; do not edit).
-# Runs gate-hook under a %[1]ds limit, below the %[2]ds timeout registered with Claude Code.
+# gate-operator hook of Claude Code, Codex and Gemini CLI (rendered by the operator; do not edit).
+# Runs gate-hook under a %[1]ds limit, below the %[2]ds timeout registered with each runtime.
 # Only exit 0 (allow or ask) and 2 (deny) pass; anything else blocks the call.
 PATH=/usr/bin:/bin
 export PATH
 unset GODEBUG GOGC GOMAXPROCS GOMEMLIMIT GOTRACEBACK
 bin=%[3]s
 token=$1
+runtime=${2:-%[12]s}
 answered=
 
 deny() {
   [ -n "$token" ] && printf '%[7]s%%s\n' "$token"
-  printf '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"%%s"}}\n' "$1"
+  case "$runtime" in
+    %[13]s) printf '{"decision":"deny","reason":"%%s"}\n' "$1" ;;
+    *) printf '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"%%s"}}\n' "$1" ;;
+  esac
   printf '%%s\n' "$1" >&2
   answered=2
   exit 2
@@ -59,15 +69,23 @@ trap 'case "$answered" in 0|2) exit "$answered" ;; esac; deny "%[6]sthe gate-hoo
 
 [ -x "$bin" ] || deny "%[6]sthe gate-hook binary is missing"
 
+# gate-hook's arguments; --runtime for every runtime but Claude Code's, gate-hook's default.
+set -- --snapshot %[4]s%[5]s --answer-token "$token"
+case "$runtime" in
+  %[12]s) ;;
+  %[14]s) set -- "$@" --runtime "$runtime" ;;
+  *) deny "%[6]sthe gate-hook wrapper does not know the runtime" ;;
+esac
+
 # A background job's stdin is /dev/null in sh, so hand the hook JSON over on fd 3.
 # Where the pod has the gate-agent client (installed beside gate-hook with the sidecar), the
 # client asks the sidecar and hands the call to gate-hook, with the same arguments, whenever
 # the sidecar does not answer it properly; without it, gate-hook decides as it always has.
 exec 3<&0
 if [ -x %[8]s ]; then
-  %[8]s --socket %[9]s --runtime claude-code --deadline-ms %[10]d --fallback "$bin" --fallback-spool %[11]s -- --snapshot %[4]s%[5]s --answer-token "$token" <&3 3<&- &
+  %[8]s --socket %[9]s --runtime "$runtime" --deadline-ms %[10]d --fallback "$bin" --fallback-spool %[11]s -- "$@" <&3 3<&- &
 else
-  "$bin" --snapshot %[4]s%[5]s --answer-token "$token" <&3 3<&- &
+  "$bin" "$@" <&3 3<&- &
 fi
 pid=$!
 # The watchdog holds none of Claude Code's pipes, so it never delays the answer; it drops the
@@ -83,7 +101,8 @@ case "$status" in
 esac
 deny "%[6]sgate-hook failed (exit status $status)"
 `, opts.HookLimit, opts.HookTimeout, shellQuote(opts.HookBin), shellQuote(path.Join(opts.MountDir, KeySnapshot)), ws, gate.RefusalPrefix, claudecode.AnswerPrefix,
-		shellQuote(path.Join(path.Dir(opts.HookBin), ClientName)), shellQuote(AgentSocket), ClientDeadlineMillis, shellQuote(FallbackSpool))
+		shellQuote(path.Join(path.Dir(opts.HookBin), ClientName)), shellQuote(AgentSocket), ClientDeadlineMillis, shellQuote(FallbackSpool),
+		runtimes.Default, gemini.Name, strings.Join(runtimes.Names()[1:], "|"))
 }
 
 // shellQuote quotes s for POSIX sh.

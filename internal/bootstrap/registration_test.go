@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	toml "github.com/pelletier/go-toml/v2"
+
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 )
 
@@ -55,7 +57,7 @@ func TestRegisteredCommandFailsClosed(t *testing.T) {
 	// A stand-in gate-hook: it finds --answer-token among its flags, reads the hook JSON and
 	// answers as body says, with $tok the token.
 	hook := func(body string) string {
-		return `tok=; while [ $# -gt 0 ]; do [ "$1" = --answer-token ] && tok=$2; shift; done; cat >/dev/null; ` + body
+		return `tok=; rt=; while [ $# -gt 0 ]; do [ "$1" = --answer-token ] && tok=$2; [ "$1" = --runtime ] && rt=$2; shift; done; cat >/dev/null; ` + body
 	}
 	const garbage = "\x7fELF\x00\x01\x02 ((( fi esac"
 	cases := []struct {
@@ -83,6 +85,7 @@ func TestRegisteredCommandFailsClosed(t *testing.T) {
 		{name: "a wrapper replaced by exit 0 blocks", hook: hook(`exit 0`), wrapper: func(string) string { return "exit 0\n" }, exit: 2, has: "gave no decided answer"},
 		{name: "a truncated wrapper blocks", hook: hook(`exit 0`), wrapper: func(w string) string { return w[:strings.Index(w, "deny()")] }, exit: 2, has: "gave no decided answer"},
 		{name: "an unreadable wrapper blocks", hook: hook(`exit 0`), unread: true, exit: 2, has: "gave no decided answer"},
+		{name: "gate-hook is told the runtime, but Claude Code's", hook: hook(`printf 'gate-answer %s\nruntime=%s.\n' "$tok" "$rt"; exit 0`), exit: 0, has: "runtime=$RUNTIME."},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,6 +114,12 @@ func TestRegisteredCommandFailsClosed(t *testing.T) {
 			if project := registeredHook(t, b.Data[KeySettings]); project != reg {
 				t.Fatalf("settings.json registers %+v, the managed settings %+v", project, reg)
 			}
+			// Each runtime's registered command, and what its deny says.
+			commands := []struct{ runtime, command, deny string }{
+				{"", reg.Command, `"permissionDecision":"deny"`},
+				{"codex", codexRegistered(t, b.Data[KeyCodexRequirements], 3), `"permissionDecision":"deny"`},
+				{"gemini-cli", geminiRegistered(t, b.Data[KeyGeminiSettings], 3000), `{"decision":"deny","reason":`},
+			}
 			wrapper := filepath.Join(dir, KeyHookScript)
 			script := b.Data[KeyHookScript]
 			if tc.wrapper != nil {
@@ -126,31 +135,90 @@ func TestRegisteredCommandFailsClosed(t *testing.T) {
 			if tc.missing {
 				os.Remove(wrapper)
 			}
-			for _, sh := range shells {
-				argv := []string{sh, "-c", reg.Command}
-				if strings.HasSuffix(sh, "busybox") {
-					argv = []string{sh, "sh", "-c", reg.Command}
-				}
-				cmd := exec.Command(argv[0], argv[1:]...)
-				cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-				if tc.unread && os.Geteuid() == 0 {
-					// root reads a mode 000 file; the agent's user does not.
-					cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-				}
-				cmd.Stdin = strings.NewReader(`{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf /etc"}}` + "\n")
-				out, errOut, exit := runCommand(t, cmd)
-				if exit != tc.exit || (tc.has == "" && out != tc.stdout) || !strings.Contains(out, tc.has) {
-					t.Errorf("%s: exit %d stdout %q stderr %q; want exit %d, stdout %q containing %q", sh, exit, out, errOut, tc.exit, tc.stdout, tc.has)
-				}
-				if strings.Contains(out, "gate-answer") {
-					t.Errorf("%s: the answer line reached Claude Code: %q", sh, out)
-				}
-				if exit == 2 && tc.has != "" && !strings.Contains(out, `"permissionDecision":"deny"`) {
-					t.Errorf("%s: a block must answer a deny decision, got %q", sh, out)
+			for _, c := range commands {
+				for _, sh := range shells {
+					argv := []string{sh, "-c", c.command}
+					if strings.HasSuffix(sh, "busybox") {
+						argv = []string{sh, "sh", "-c", c.command}
+					}
+					has := strings.ReplaceAll(tc.has, "$RUNTIME", c.runtime)
+					cmd := exec.Command(argv[0], argv[1:]...)
+					cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+					if tc.unread && os.Geteuid() == 0 {
+						// root reads a mode 000 file; the agent's user does not.
+						cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+					}
+					cmd.Stdin = strings.NewReader(`{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf /etc"}}` + "\n")
+					out, errOut, exit := runCommand(t, cmd)
+					if exit != tc.exit || (tc.has == "" && out != tc.stdout) || !strings.Contains(out, has) {
+						t.Errorf("%s %s: exit %d stdout %q stderr %q; want exit %d, stdout %q containing %q", c.runtime, sh, exit, out, errOut, tc.exit, tc.stdout, has)
+					}
+					if strings.Contains(out, "gate-answer") {
+						t.Errorf("%s %s: the answer line reached the runtime: %q", c.runtime, sh, out)
+					}
+					if exit == 2 && tc.has != "" && !strings.Contains(out, c.deny) {
+						t.Errorf("%s %s: a block must answer the runtime's deny %s, got %q", c.runtime, sh, c.deny, out)
+					}
 				}
 			}
 		})
 	}
+}
+
+// codexRegistered is the command Codex's requirements register as the PreToolUse hook of
+// every tool, with managed hooks only and the timeout given.
+func codexRegistered(t *testing.T, requirements string, timeout int) string {
+	t.Helper()
+	var r struct {
+		AllowManagedHooksOnly bool `toml:"allow_managed_hooks_only"`
+		Hooks                 struct {
+			PreToolUse []struct {
+				Matcher string
+				Hooks   []struct {
+					Type, Command string
+					Timeout       int
+				}
+			} `toml:"PreToolUse"`
+		}
+	}
+	if err := toml.Unmarshal([]byte(requirements), &r); err != nil {
+		t.Fatal(err)
+	}
+	pre := r.Hooks.PreToolUse
+	if !r.AllowManagedHooksOnly || len(pre) != 1 || pre[0].Matcher != "*" || len(pre[0].Hooks) != 1 ||
+		pre[0].Hooks[0].Type != "command" || pre[0].Hooks[0].Timeout != timeout {
+		t.Fatalf("want managed hooks only and one PreToolUse command hook on every tool with timeout %d, got %+v", timeout, r)
+	}
+	return pre[0].Hooks[0].Command
+}
+
+// geminiRegistered is the command Gemini CLI's system settings register as the BeforeTool hook
+// of every tool, with hooks enabled, the timeout given (ms) and PATH pinned.
+func geminiRegistered(t *testing.T, settings string, timeout int) string {
+	t.Helper()
+	var s struct {
+		HooksConfig struct{ Enabled bool }
+		Hooks       map[string][]struct {
+			Matcher string
+			Hooks   []struct {
+				Name, Type, Command string
+				Timeout             int
+				Env                 map[string]string
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(settings), &s); err != nil {
+		t.Fatal(err)
+	}
+	bt := s.Hooks["BeforeTool"]
+	if !s.HooksConfig.Enabled || len(bt) != 1 || bt[0].Matcher != "*" || len(bt[0].Hooks) != 1 {
+		t.Fatalf("want hooks enabled and one BeforeTool hook on every tool, got %+v", s)
+	}
+	h := bt[0].Hooks[0]
+	if h.Type != "command" || h.Timeout != timeout || h.Name != GeminiHookName || h.Env["PATH"] != hookPath || h.Env["BASH_ENV"] != "" {
+		t.Fatalf("the BeforeTool hook is %+v", h)
+	}
+	return h.Command
 }
 
 // runCommand runs cmd and returns what it printed and its exit status; a command that cannot

@@ -12,6 +12,7 @@ import (
 	"github.com/intutic/gate-operator/internal/egress"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/runtime/claudecode"
+	"github.com/intutic/gate-operator/internal/runtime/runtimes"
 )
 
 // marshal encodes settings as indented JSON without HTML escaping, newline-terminated.
@@ -67,11 +68,19 @@ const HookCommand = "/usr/bin/env -i /bin/sh"
 // missing /usr/bin/env or /proc, an old gate-hook that does not know the token, a shell that
 // ran nothing. Only builtins run besides the wrapper (read, [, printf), so nothing on PATH is
 // looked up; it is POSIX sh, for dash, bash and busybox alike.
-func registeredCommand(opts Options) string {
+//
+// runtime is the runtime whose hook runs it (internal/runtime/runtimes): the deny is in its
+// format, and the wrapper is told it unless it is Claude Code's, the wrapper's default, so
+// Claude Code's registered command is the same as before the others.
+func registeredCommand(opts Options, runtime runtimes.Runtime) string {
 	refusal := gate.RefusalPrefix + "the gate-hook wrapper gave no decided answer"
-	deny, _, _ := claudecode.HookResponse(gate.Decision{Verdict: gate.Block, Message: refusal}, false)
+	deny := runtime.Deny(refusal)
+	arg := ""
+	if runtime.Name != runtimes.Default {
+		arg = " " + runtime.Name
+	}
 	return fmt.Sprintf(`n=; read -r n </proc/sys/kernel/random/uuid
-o=$(%s %s "$n"); s=$?
+o=$(%s %s "$n"%s); s=$?
 nl='
 '
 if [ -n "$n" ] && [ "${o%%%%"$nl"*}" = "%s$n" ] && { [ "$s" = 0 ] || [ "$s" = 2 ]; }; then
@@ -83,7 +92,7 @@ printf '%%s
 ' %s
 printf '%%s
 ' %s >&2
-exit 2`, HookCommand, shellWord(path.Join(opts.MountDir, KeyHookScript)), claudecode.AnswerPrefix,
+exit 2`, HookCommand, shellWord(path.Join(opts.MountDir, KeyHookScript)), arg, claudecode.AnswerPrefix,
 		shellQuote(strings.TrimSuffix(string(deny), "\n")), shellQuote(refusal))
 }
 
@@ -117,7 +126,7 @@ func claudeSettings(opts Options, managed bool) (string, error) {
 				Matcher: "*",
 				// Claude Code runs the command through a shell: a mount directory with spaces or
 				// shell characters is quoted, or the hook would fail to start.
-				Hooks: []claudeHook{{Type: "command", Command: registeredCommand(opts), Timeout: opts.HookTimeout, OnFailure: "block"}},
+				Hooks: []claudeHook{{Type: "command", Command: registeredCommand(opts, claudeCode), Timeout: opts.HookTimeout, OnFailure: "block"}},
 			}},
 		},
 	}

@@ -1,17 +1,21 @@
 #!/bin/sh
-# gate-operator PreToolUse hook (rendered by the operator; do not edit).
-# Runs gate-hook under a 10s limit, below the 15s timeout registered with Claude Code.
+# gate-operator hook of Claude Code, Codex and Gemini CLI (rendered by the operator; do not edit).
+# Runs gate-hook under a 10s limit, below the 15s timeout registered with each runtime.
 # Only exit 0 (allow or ask) and 2 (deny) pass; anything else blocks the call.
 PATH=/usr/bin:/bin
 export PATH
 unset GODEBUG GOGC GOMAXPROCS GOMEMLIMIT GOTRACEBACK
 bin='/opt/intutic/bin/gate-hook'
 token=$1
+runtime=${2:-claude-code}
 answered=
 
 deny() {
   [ -n "$token" ] && printf 'gate-answer %s\n' "$token"
-  printf '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"%s"}}\n' "$1"
+  case "$runtime" in
+    gemini-cli) printf '{"decision":"deny","reason":"%s"}\n' "$1" ;;
+    *) printf '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"%s"}}\n' "$1" ;;
+  esac
   printf '%s\n' "$1" >&2
   answered=2
   exit 2
@@ -23,15 +27,23 @@ trap 'case "$answered" in 0|2) exit "$answered" ;; esac; deny "[Intutic Governan
 
 [ -x "$bin" ] || deny "[Intutic Governance] BLOCKED: the gate-hook binary is missing"
 
+# gate-hook's arguments; --runtime for every runtime but Claude Code's, gate-hook's default.
+set -- --snapshot '/opt/intutic/hooks/policy-snapshot.rules' --workspace 'ws_123' --answer-token "$token"
+case "$runtime" in
+  claude-code) ;;
+  codex|gemini-cli) set -- "$@" --runtime "$runtime" ;;
+  *) deny "[Intutic Governance] BLOCKED: the gate-hook wrapper does not know the runtime" ;;
+esac
+
 # A background job's stdin is /dev/null in sh, so hand the hook JSON over on fd 3.
 # Where the pod has the gate-agent client (installed beside gate-hook with the sidecar), the
 # client asks the sidecar and hands the call to gate-hook, with the same arguments, whenever
 # the sidecar does not answer it properly; without it, gate-hook decides as it always has.
 exec 3<&0
 if [ -x '/opt/intutic/bin/gate-client' ]; then
-  '/opt/intutic/bin/gate-client' --socket '/run/gate-agent/gate.sock' --runtime claude-code --deadline-ms 1500 --fallback "$bin" --fallback-spool '/run/gate-fallback/fallback.ndjson' -- --snapshot '/opt/intutic/hooks/policy-snapshot.rules' --workspace 'ws_123' --answer-token "$token" <&3 3<&- &
+  '/opt/intutic/bin/gate-client' --socket '/run/gate-agent/gate.sock' --runtime "$runtime" --deadline-ms 1500 --fallback "$bin" --fallback-spool '/run/gate-fallback/fallback.ndjson' -- "$@" <&3 3<&- &
 else
-  "$bin" --snapshot '/opt/intutic/hooks/policy-snapshot.rules' --workspace 'ws_123' --answer-token "$token" <&3 3<&- &
+  "$bin" "$@" <&3 3<&- &
 fi
 pid=$!
 # The watchdog holds none of Claude Code's pipes, so it never delays the answer; it drops the
