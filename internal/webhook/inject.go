@@ -40,6 +40,16 @@ const (
 	VolumeManagedSettings = "claude-managed-settings"
 	// ManagedSettingsDir is where Claude Code reads its managed settings on Linux.
 	ManagedSettingsDir = "/etc/claude-code"
+	// VolumeCodexRequirements is the bootstrap ConfigMap's Codex requirements alone, as
+	// requirements.toml in CodexDir.
+	VolumeCodexRequirements = "codex-requirements"
+	// CodexDir is where Codex CLI reads its managed requirements.
+	CodexDir = "/etc/codex"
+	// VolumeGeminiSettings is the bootstrap ConfigMap's Gemini CLI system settings alone, as
+	// settings.json in GeminiDir.
+	VolumeGeminiSettings = "gemini-system-settings"
+	// GeminiDir is where Gemini CLI reads its system settings on Linux.
+	GeminiDir = "/etc/gemini-cli"
 	// VolumeAgentRun is the emptyDir of the gate-agent's socket (bootstrap.AgentRunDir):
 	// writable in the sidecar only.
 	VolumeAgentRun = "gate-agent-run"
@@ -47,6 +57,19 @@ const (
 	// read-only in the sidecar.
 	VolumeFallback = "gate-fallback"
 )
+
+// managedConfig is one runtime's managed configuration: one file of the bootstrap ConfigMap, on
+// a volume of its own, at the directory where the runtime reads it, so that every governed
+// container is governed whichever of the runtimes it runs.
+type managedConfig struct {
+	volume, dir, key, file string
+}
+
+var managedConfigs = []managedConfig{
+	{VolumeManagedSettings, ManagedSettingsDir, bootstrap.KeyManagedSettings, bootstrap.KeyManagedSettings},
+	{VolumeCodexRequirements, CodexDir, bootstrap.KeyCodexRequirements, "requirements.toml"},
+	{VolumeGeminiSettings, GeminiDir, bootstrap.KeyGeminiSettings, "settings.json"},
+}
 
 // The gate-agent sidecar's identity and ports. Its user and group are ones no governed
 // container may run as (Inject refuses such a pod): the agent can connect to its socket but
@@ -413,13 +436,17 @@ func renderedOver(c, own corev1.Container) corev1.Container {
 
 // governedMounts are the mounts every governed container gets, read-only.
 func governedMounts(o InjectOptions) []corev1.VolumeMount {
-	return []corev1.VolumeMount{
+	mounts := []corev1.VolumeMount{
 		{Name: VolumeBin, MountPath: o.hookDir(), ReadOnly: true},
 		{Name: VolumeHooks, MountPath: o.mountDir(), ReadOnly: true},
-		{Name: VolumeManagedSettings, MountPath: ManagedSettingsDir, ReadOnly: true},
-		{Name: VolumeAgentRun, MountPath: bootstrap.AgentRunDir, ReadOnly: true},
-		{Name: VolumeFallback, MountPath: bootstrap.FallbackDir},
 	}
+	for _, m := range managedConfigs {
+		mounts = append(mounts, corev1.VolumeMount{Name: m.volume, MountPath: m.dir, ReadOnly: true})
+	}
+	return append(mounts,
+		corev1.VolumeMount{Name: VolumeAgentRun, MountPath: bootstrap.AgentRunDir, ReadOnly: true},
+		corev1.VolumeMount{Name: VolumeFallback, MountPath: bootstrap.FallbackDir},
+	)
 }
 
 // ensureMount adds m to c unless c already mounts m's volume at m's path. Another volume at
@@ -515,12 +542,11 @@ func volumeDefaults(v corev1.Volume) corev1.Volume {
 
 // describeVolume says what a rendered gate volume holds, for a refusal.
 func describeVolume(v corev1.Volume) string {
-	switch v.Name {
-	case VolumeHooks:
+	if v.Name == VolumeHooks {
 		return fmt.Sprintf("a projected volume of every key, %s from metadata.name and %s from metadata.labels, mode 0644", gate.PodNameFile, gate.PodLabelsFile)
-	default:
-		return fmt.Sprintf("a configMap volume of the one item %s, mode 0644", bootstrap.KeyManagedSettings)
 	}
+	item := v.ConfigMap.Items[0]
+	return fmt.Sprintf("a configMap volume of the one item %s as %s, mode 0644", item.Key, item.Path)
 }
 
 func wrongVolume(name, what string) error {
@@ -533,10 +559,10 @@ func wrongVolume(name, what string) error {
 // spool; the whole bootstrap ConfigMap with the pod's name beside it
 // (gate.PodNameFile, for the rules' caller.pod) and its labels (gate.PodLabelsFile, which the
 // hook resolves cluster layers' pod selectors against), which kubelet keeps current since no
-// subPath is used; and the ConfigMap's managed-settings.json alone.
+// subPath is used; and each runtime's managed configuration alone (managedConfigs).
 func gateVolumes(configMap string) []corev1.Volume {
 	ref := corev1.LocalObjectReference{Name: configMap}
-	return []corev1.Volume{
+	volumes := []corev1.Volume{
 		{Name: VolumeBin, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		{Name: VolumeAgentRun, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		// gate-hook appends a few hundred bytes per call the sidecar did not answer; the agent,
@@ -549,11 +575,14 @@ func gateVolumes(configMap string) []corev1.Volume {
 				{Path: gate.PodLabelsFile, FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
 			}}},
 		}}}},
-		{Name: VolumeManagedSettings, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: ref,
-			Items:                []corev1.KeyToPath{{Key: bootstrap.KeyManagedSettings, Path: bootstrap.KeyManagedSettings}},
-		}}},
 	}
+	for _, m := range managedConfigs {
+		volumes = append(volumes, corev1.Volume{Name: m.volume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: ref,
+			Items:                []corev1.KeyToPath{{Key: m.key, Path: m.file}},
+		}}})
+	}
+	return volumes
 }
 
 // skippedContainers reads AnnotationSkipContainers: the names it lists, and those of them that

@@ -258,7 +258,7 @@ func TestInjectHonoursTheManagerPaths(t *testing.T) {
 	for _, m := range pod.Spec.Containers[0].VolumeMounts {
 		paths = append(paths, m.MountPath)
 	}
-	if !slices.Equal(paths, []string{"/gate/bin", "/gate/hooks", ManagedSettingsDir, "/run/gate-agent", "/run/gate-fallback"}) {
+	if !slices.Equal(paths, []string{"/gate/bin", "/gate/hooks", ManagedSettingsDir, CodexDir, GeminiDir, "/run/gate-agent", "/run/gate-fallback"}) {
 		t.Errorf("mounts at %v", paths)
 	}
 	if c := pod.Spec.InitContainers[2]; c.Name != GateAgentContainerName || !slices.Contains(c.Command, "/gate/hooks") || c.VolumeMounts[0].MountPath != "/gate/hooks" {

@@ -83,7 +83,7 @@ func TestExamples(t *testing.T) {
 				t.Errorf("%s uses subPath: kubelet would never update it", m.MountPath)
 			}
 		}
-		for _, p := range []string{"/opt/intutic/bin", "/opt/intutic/hooks", "/etc/claude-code"} {
+		for _, p := range []string{"/opt/intutic/bin", "/opt/intutic/hooks", "/etc/claude-code", "/etc/codex", "/etc/gemini-cli"} {
 			if mounts[p] == "" {
 				t.Errorf("nothing is mounted at %s", p)
 			}

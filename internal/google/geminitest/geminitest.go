@@ -23,13 +23,15 @@ type Script struct {
 	Input map[string]any `json:"input"`
 }
 
-// ToolResult is the last functionResponse the model received: Content is the JSON of its
-// "response" object (the CLI puts the tool's output or the block reason under "output" or
-// "error"). Answered is false while none arrived.
+// ToolResult is the last functionResponse the model received: Name is the function, Content the
+// JSON of its "response" object. Gemini CLI 0.61.0 answers {"output":…} when the tool ran and
+// {"error":…} when it did not, e.g. {"error":"Tool execution blocked: <hook reason>"}; IsError
+// says the response carries "error". Answered is false while none arrived.
 type ToolResult struct {
 	Answered bool   `json:"answered"`
 	Name     string `json:"name"`
 	Content  string `json:"content"`
+	IsError  bool   `json:"isError"`
 }
 
 // Server is the stand-in. Its zero value answers every turn with text; SetScript arms it.
@@ -63,7 +65,9 @@ func (s *Server) ToolResult() ToolResult {
 	r := s.results[len(s.results)-1]
 	b, _ := json.Marshal(r["response"])
 	name, _ := r["name"].(string)
-	return ToolResult{Answered: true, Name: name, Content: string(b)}
+	resp, _ := r["response"].(map[string]any)
+	_, isErr := resp["error"]
+	return ToolResult{Answered: true, Name: name, Content: string(b), IsError: isErr}
 }
 
 // Control paths: PUT a Script to arm the stand-in, GET the ToolResult.
@@ -72,8 +76,11 @@ const (
 	ToolResultPath = "/_standin/tool-result"
 )
 
-// ServeHTTP serves the model endpoints under /v1beta/models/ (and /v1/models/) and the control
-// paths. Anything else the CLI might call gets an empty JSON object.
+// ServeHTTP serves the model endpoints under /v1beta/models/ and the control paths. In a headless
+// run Gemini CLI 0.61.0 (API-key auth, usage statistics and telemetry off) was seen to call only
+// models/<m>:generateContent (the router; google_web_search, with tools [{googleSearch:{}}]) and
+// models/<m>:streamGenerateContent?alt=sse (the turns). countTokens, embedContent and model
+// listing get minimal answers, and anything else an empty JSON object.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	switch {
