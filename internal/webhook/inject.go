@@ -45,8 +45,10 @@ const (
 	VolumeCodexRequirements = "codex-requirements"
 	// CodexDir is where Codex CLI reads its managed requirements.
 	CodexDir = "/etc/codex"
-	// VolumeGeminiSettings is the bootstrap ConfigMap's Gemini CLI system settings alone, as
-	// settings.json in GeminiDir.
+	// VolumeGeminiSettings is the bootstrap ConfigMap's Gemini CLI system settings alone,
+	// mounted as the one file settings.json in GeminiDir (a sub-path): Gemini CLI ignores
+	// system settings in a directory that is not root-owned or is writable by group or others,
+	// and a ConfigMap volume's own directory is mode 0777 (docs/sandbox-integration.md).
 	VolumeGeminiSettings = "gemini-system-settings"
 	// GeminiDir is where Gemini CLI reads its system settings on Linux.
 	GeminiDir = "/etc/gemini-cli"
@@ -63,12 +65,23 @@ const (
 // container is governed whichever of the runtimes it runs.
 type managedConfig struct {
 	volume, dir, key, file string
+	// fileOnly mounts the file alone (a sub-path) in a directory the container runtime creates,
+	// root-owned and mode 0755, instead of the volume's directory at dir.
+	fileOnly bool
 }
 
 var managedConfigs = []managedConfig{
-	{VolumeManagedSettings, ManagedSettingsDir, bootstrap.KeyManagedSettings, bootstrap.KeyManagedSettings},
-	{VolumeCodexRequirements, CodexDir, bootstrap.KeyCodexRequirements, "requirements.toml"},
-	{VolumeGeminiSettings, GeminiDir, bootstrap.KeyGeminiSettings, "settings.json"},
+	{VolumeManagedSettings, ManagedSettingsDir, bootstrap.KeyManagedSettings, bootstrap.KeyManagedSettings, false},
+	{VolumeCodexRequirements, CodexDir, bootstrap.KeyCodexRequirements, "requirements.toml", false},
+	{VolumeGeminiSettings, GeminiDir, bootstrap.KeyGeminiSettings, "settings.json", true},
+}
+
+// mount is where the configuration is mounted in governed containers.
+func (m managedConfig) mount() corev1.VolumeMount {
+	if m.fileOnly {
+		return corev1.VolumeMount{Name: m.volume, MountPath: path.Join(m.dir, m.file), SubPath: m.file, ReadOnly: true}
+	}
+	return corev1.VolumeMount{Name: m.volume, MountPath: m.dir, ReadOnly: true}
 }
 
 // The gate-agent sidecar's identity and ports. Its user and group are ones no governed
@@ -441,7 +454,7 @@ func governedMounts(o InjectOptions) []corev1.VolumeMount {
 		{Name: VolumeHooks, MountPath: o.mountDir(), ReadOnly: true},
 	}
 	for _, m := range managedConfigs {
-		mounts = append(mounts, corev1.VolumeMount{Name: m.volume, MountPath: m.dir, ReadOnly: true})
+		mounts = append(mounts, m.mount())
 	}
 	return append(mounts,
 		corev1.VolumeMount{Name: VolumeAgentRun, MountPath: bootstrap.AgentRunDir, ReadOnly: true},
@@ -451,14 +464,20 @@ func governedMounts(o InjectOptions) []corev1.VolumeMount {
 
 // ensureMount adds m to c unless c already mounts m's volume at m's path. Another volume at
 // that path, or anything mounted inside it, would replace what the gate put there (the hook,
-// the rules, the managed settings), so the pod is refused instead.
+// the rules, the managed settings), so the pod is refused instead; so is a volume at the
+// directory of a file the gate mounts alone, or above it, which would make that directory the
+// pod's (a runtime that checks the directory's owner and mode, as Gemini CLI does, would then
+// ignore the file).
 func ensureMount(c *corev1.Container, m corev1.VolumeMount) error {
 	found := false
 	for _, have := range c.VolumeMounts {
 		p := path.Clean(have.MountPath)
 		switch {
-		case p == m.MountPath && have.Name == m.Name && have.SubPath == "" && have.SubPathExpr == "":
+		case p == m.MountPath && have.Name == m.Name && have.SubPath == m.SubPath && have.SubPathExpr == "":
 			found = true
+		case m.SubPath != "" && p != "/" && strings.HasPrefix(m.MountPath, p+"/"):
+			return &ConflictError{fmt.Sprintf("container %s mounts %s at %s, a directory above %s, which the gate mounts alone and whose directory must stay the image's (root-owned, not writable); remove that mount, or list the container in annotation %s",
+				c.Name, describeMount(have), p, m.MountPath, AnnotationSkipContainers)}
 		case p == m.MountPath:
 			return &ConflictError{fmt.Sprintf("container %s mounts %s at %s, where the gate mounts %s: remove that mount, or list the container in annotation %s",
 				c.Name, describeMount(have), m.MountPath, m.Name, AnnotationSkipContainers)}

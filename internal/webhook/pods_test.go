@@ -184,6 +184,18 @@ func TestPodConflictsRefused(t *testing.T) {
 		t.Errorf("a mount over the managed settings: %v", err)
 	}
 
+	// A writable volume at Gemini CLI's settings directory would make that directory mode 0777,
+	// and Gemini CLI would ignore the settings in it.
+	for _, dir := range []string{"/etc/gemini-cli", "/etc"} {
+		pod = examplePod(t, "sandbox-pod-labelled.yaml", ns)
+		pod.Spec.Volumes = []corev1.Volume{{Name: "etc", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "etc", MountPath: dir}}
+		err = k8sClient.Create(ctx, pod)
+		if err == nil || !strings.Contains(err.Error(), "container agent mounts volume etc at "+dir+", a directory above /etc/gemini-cli/settings.json") {
+			t.Errorf("a volume at %s: %v", dir, err)
+		}
+	}
+
 	pod = examplePod(t, "sandbox-pod.yaml", ns)
 	hooks := slices.IndexFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == VolumeHooks })
 	pod.Spec.Volumes[hooks].Projected.Sources[0].ConfigMap.Name = "other-policy-bootstrap"
@@ -258,7 +270,7 @@ func TestInjectHonoursTheManagerPaths(t *testing.T) {
 	for _, m := range pod.Spec.Containers[0].VolumeMounts {
 		paths = append(paths, m.MountPath)
 	}
-	if !slices.Equal(paths, []string{"/gate/bin", "/gate/hooks", ManagedSettingsDir, CodexDir, GeminiDir, "/run/gate-agent", "/run/gate-fallback"}) {
+	if !slices.Equal(paths, []string{"/gate/bin", "/gate/hooks", ManagedSettingsDir, CodexDir, GeminiDir + "/settings.json", "/run/gate-agent", "/run/gate-fallback"}) {
 		t.Errorf("mounts at %v", paths)
 	}
 	if c := pod.Spec.InitContainers[2]; c.Name != GateAgentContainerName || !slices.Contains(c.Command, "/gate/hooks") || c.VolumeMounts[0].MountPath != "/gate/hooks" {

@@ -79,11 +79,13 @@ func TestExamples(t *testing.T) {
 		mounts := map[string]string{}
 		for _, m := range typed.Spec.Containers[0].VolumeMounts {
 			mounts[m.MountPath] = m.Name
-			if m.SubPath != "" {
+			// Gemini CLI's system settings alone are a sub-path (its directory must be the
+			// image's, root-owned 0755); everything kubelet must keep current is not.
+			if m.SubPath != "" && m.Name != "gemini-system-settings" {
 				t.Errorf("%s uses subPath: kubelet would never update it", m.MountPath)
 			}
 		}
-		for _, p := range []string{"/opt/intutic/bin", "/opt/intutic/hooks", "/etc/claude-code", "/etc/codex", "/etc/gemini-cli"} {
+		for _, p := range []string{"/opt/intutic/bin", "/opt/intutic/hooks", "/etc/claude-code", "/etc/codex", "/etc/gemini-cli/settings.json"} {
 			if mounts[p] == "" {
 				t.Errorf("nothing is mounted at %s", p)
 			}

@@ -27,6 +27,12 @@ type HookInput struct {
 	ToolName      string          `json:"tool_name"`
 	ToolInput     json.RawMessage `json:"tool_input"`
 	Cwd           string          `json:"cwd"`
+	// MCPContext is set for an MCP tool, whose tool_name is Gemini CLI's own name for it
+	// (mcp_<server>_<tool>): the server and the tool's name on it.
+	MCPContext *struct {
+		ServerName string `json:"server_name"`
+		ToolName   string `json:"tool_name"`
+	} `json:"mcp_context,omitempty"`
 }
 
 // ParseHookInput parses Gemini CLI's BeforeTool hook JSON into a call on the hook surface.
@@ -46,7 +52,18 @@ func ParseHookInput(data []byte) (*gate.Call, *HookInput, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("tool_input cannot be judged: %w", err)
 	}
-	return &gate.Call{Tool: in.ToolName, Input: input, Surface: gate.SurfaceHook, Session: in.SessionID, Cwd: in.Cwd}, &in, nil
+	call := &gate.Call{Tool: in.ToolName, Input: input, Surface: gate.SurfaceHook, Session: in.SessionID, Cwd: in.Cwd}
+	if m := in.MCPContext; m != nil {
+		// The call is decided as the tool the CLI calls on the server (tools/call with
+		// mcp_context.tool_name), under the server's name, as mcp__<server>__<tool> is on the
+		// other surfaces; an incomplete context is refused rather than decided under the CLI's
+		// own name.
+		if m.ServerName == "" || m.ToolName == "" {
+			return nil, nil, errors.New("the hook input's mcp_context names no server or tool")
+		}
+		call.Tool, call.Server = m.ToolName, m.ServerName
+	}
+	return call, &in, nil
 }
 
 // hookOutput is the BeforeTool JSON a decision is answered with.
