@@ -4,6 +4,7 @@ package gate
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 
 	"cel.dev/cel-go/common/types"
@@ -116,6 +117,12 @@ func viewOf(tool string, input map[string]any, cwd string) CallView {
 			v.Reads = append(v.Reads, sh.Reads...)
 			v.Writes = append(v.Writes, sh.Writes...)
 			v.URLs = append(v.URLs, sh.URLs...)
+			if slices.ContainsFunc(v.Commands, isPatchCommand) {
+				files, known := patchFiles(cmd, dir)
+				v.Reads = append(v.Reads, files.reads...)
+				v.Writes = append(v.Writes, files.writes...)
+				v.ShellKnown = v.ShellKnown && known
+			}
 		}
 	}
 	for _, u := range v.URLs {

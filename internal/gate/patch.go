@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/intutic/gate-operator/internal/shellparse"
@@ -24,6 +25,13 @@ const (
 	patchDelete = "*** Delete File: "
 	patchMove   = "*** Move to: "
 )
+
+// patchCommands are the names under which Codex applies a patch given on the command line
+// itself (apply_patch <<'EOF' ... EOF through its shell tool), without running a program: the
+// files of such a line are the patch's, read from the whole line.
+var patchCommands = []string{"apply_patch", "applypatch"}
+
+func isPatchCommand(c shellparse.Command) bool { return slices.Contains(patchCommands, c.Name) }
 
 // patchFiles lists the files of a patch in the apply_patch format. Every line that names a file
 // counts, wherever it is and with leading white space ignored, so a line the tool would read as

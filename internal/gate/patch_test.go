@@ -33,3 +33,21 @@ func TestPatchFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestPatchThroughTheShell: a patch Codex applies from its shell tool (apply_patch with a
+// here-document) writes the files it names, as the apply_patch tool does.
+func TestPatchThroughTheShell(t *testing.T) {
+	cmd := "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: added.txt\n+new\n*** Update File: ../etc/hosts\n@@\n-a\n+b\n*** End Patch\nEOF"
+	v := viewOf("Bash", map[string]any{"command": cmd}, "/workspace")
+	if strings.Join(v.Writes, ",") != "/workspace/added.txt,/etc/hosts" || strings.Join(v.Reads, ",") != "/etc/hosts" || !v.ShellKnown {
+		t.Fatalf("writes %q reads %q known %v", v.Writes, v.Reads, v.ShellKnown)
+	}
+	v = viewOf("apply_patch", map[string]any{"command": "*** Begin Patch\n*** Delete File: /workspace/x\n*** End Patch"}, "/workspace")
+	if v.Kind != KindWrite || strings.Join(v.Writes, ",") != "/workspace/x" {
+		t.Fatalf("apply_patch view %+v", v)
+	}
+	v = viewOf("apply_patch", map[string]any{"command": "delete everything"}, "/workspace")
+	if v.ShellKnown {
+		t.Fatal("a patch the gate cannot read is known")
+	}
+}

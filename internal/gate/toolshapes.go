@@ -89,8 +89,12 @@ var toolShapes = []ToolShape{
 	// web_fetch is Managed Agents' {url} and Gemini CLI's {prompt} (URLs among its words) or {url}.
 	{Names: []string{"WebFetch", "web_fetch"}, Runtimes: []string{"claude-code", "harness", "managed-agents", "gemini-cli"}, Kind: KindFetch, URLs: []string{"url"}, TextURLs: []string{"prompt"}},
 	{Names: []string{"WebSearch", "web_search"}, Runtimes: everyRuntime, Kind: KindFetch},
-	{Names: []string{"ReadMcpResource", "ReadMcpResourceTool", "ReadMcpResourceDirTool", "read_mcp_resource"}, Runtimes: []string{"claude-code", "harness", "gemini-cli"}, Kind: KindMCP, URLs: []string{"uri"}},
-	{Names: []string{"ListMcpResources", "ListMcpResourcesTool", "list_mcp_resources"}, Runtimes: []string{"claude-code", "harness", "gemini-cli"}, Kind: KindMCP},
+	{Names: []string{"ReadMcpResource", "ReadMcpResourceTool", "ReadMcpResourceDirTool", "read_mcp_resource"}, Runtimes: []string{"claude-code", "harness", "codex", "gemini-cli"}, Kind: KindMCP, URLs: []string{"uri"}},
+	{Names: []string{"ListMcpResources", "ListMcpResourcesTool", "list_mcp_resources", "list_mcp_resource_templates"}, Runtimes: []string{"claude-code", "harness", "codex", "gemini-cli"}, Kind: KindMCP},
+	// Codex's apply_patch (a freeform tool of the models its catalog lists): the whole patch in
+	// command, one call for every file it names. A patch sent through the shell tool instead
+	// (apply_patch <<'EOF' ... EOF, which Codex applies itself) is Bash's: see patchCommands.
+	{Names: []string{"apply_patch"}, Runtimes: []string{"codex"}, Kind: KindWrite, Patch: "command"},
 	{Names: []string{
 		"Agent", "Task", "TaskCreate", "TaskGet", "TaskUpdate", "TaskList", "TaskStop", "TaskOutput",
 		"TodoWrite", "AskUserQuestion", "askUserQuestions", "EnterPlanMode", "ExitPlanMode",
