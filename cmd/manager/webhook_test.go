@@ -256,7 +256,7 @@ func TestManagerServesWebhooksUnderItsOwnRBAC(t *testing.T) {
 	}
 	must(t, admin.Create(ctx, pod))
 	if len(pod.Spec.InitContainers) != 3 || pod.Spec.InitContainers[0].Image != "registry.example/gate-confirmer:test" || pod.Spec.InitContainers[1].Command[0] != "/egress-wait" ||
-		pod.Spec.InitContainers[2].Command[0] != "/gate-agent" || pod.Spec.InitContainers[2].Image != "registry.example/gate-confirmer:test" || len(pod.Spec.Containers[0].VolumeMounts) != 5 {
+		pod.Spec.InitContainers[2].Command[0] != "/gate-agent" || pod.Spec.InitContainers[2].Image != "registry.example/gate-confirmer:test" || len(pod.Spec.Containers[0].VolumeMounts) != 7 {
 		t.Errorf("the pod is not injected:\n%+v", pod.Spec)
 	}
 	if want := []string{"/egress-wait", "--control", net.JoinHostPort(canary.Spec.ClusterIP, "9444"), "--denied", net.JoinHostPort(canary.Spec.ClusterIP, "9445"), "--timeout", "60s"}; !slices.Equal(pod.Spec.InitContainers[1].Command, want) {

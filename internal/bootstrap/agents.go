@@ -18,6 +18,8 @@ import (
 const (
 	// KeyCodexRequirements is Codex CLI's /etc/codex/requirements.toml.
 	KeyCodexRequirements = "codex-requirements.toml"
+	// KeyCodexManagedConfig is Codex CLI's /etc/codex/managed_config.toml.
+	KeyCodexManagedConfig = "codex-managed-config.toml"
 	// KeyGeminiSettings is Gemini CLI's system settings, /etc/gemini-cli/settings.json.
 	KeyGeminiSettings = "gemini-settings.json"
 )
@@ -32,12 +34,29 @@ func mustRuntime(name string) runtimes.Runtime {
 	return r
 }
 
-// codexRequirementsFile is the part of Codex's requirements.toml the bundle sets: managed hooks
-// only (no user, project or command-line hook runs, and none can stand in for the gate's), and
-// the gate's PreToolUse hook for every tool.
+// codexRequirementsFile is the part of Codex's requirements.toml the bundle sets, as observed on
+// codex-cli 0.171.0 (docs/sandbox-integration.md):
+//   - managed hooks only: no user, project or command-line hook runs, none can stand in for the
+//     gate's or rewrite a call it allowed (updatedInput);
+//   - the hooks feature required on: without it, [features] hooks = false in any configuration
+//     the agent writes (user, profile, trusted project), --disable hooks or -c features.hooks=false
+//     turns every hook off, the managed one included;
+//   - plugins off (they fetch from GitHub at start) and web search off: Codex's web search runs
+//     on the model provider's side, where no hook sees it;
+//   - the gate's PreToolUse hook for every tool.
+//
+// Codex reads keys after a [table] header as that table's, so the top-level keys come first
+// (the field order here).
 type codexRequirementsFile struct {
-	AllowManagedHooksOnly bool       `toml:"allow_managed_hooks_only"`
-	Hooks                 codexHooks `toml:"hooks"`
+	AllowManagedHooksOnly bool          `toml:"allow_managed_hooks_only"`
+	AllowedWebSearchModes []string      `toml:"allowed_web_search_modes"`
+	Features              codexFeatures `toml:"features"`
+	Hooks                 codexHooks    `toml:"hooks"`
+}
+
+type codexFeatures struct {
+	Hooks   bool `toml:"hooks"`
+	Plugins bool `toml:"plugins"`
 }
 
 type codexHooks struct {
@@ -60,6 +79,8 @@ type codexHook struct {
 func codexRequirements(opts Options) (string, error) {
 	f := codexRequirementsFile{
 		AllowManagedHooksOnly: true,
+		AllowedWebSearchModes: []string{"disabled"},
+		Features:              codexFeatures{Hooks: true, Plugins: false},
 		Hooks: codexHooks{PreToolUse: []codexMatcher{{
 			Matcher: "*",
 			Hooks:   []codexHook{{Type: "command", Command: registeredCommand(opts, codexRuntime), Timeout: opts.HookTimeout}},
@@ -70,6 +91,29 @@ func codexRequirements(opts Options) (string, error) {
 		return "", err
 	}
 	return "# gate-operator: Codex CLI managed requirements (rendered by the operator; do not edit).\n" + string(b), nil
+}
+
+// codexManagedConfigFile is Codex's managed_config.toml: the settings it honours only there or
+// in a user's configuration, not as requirements: no analytics or OpenTelemetry metrics (sent to
+// OpenAI's hosts by default).
+type codexManagedConfigFile struct {
+	Analytics struct {
+		Enabled bool `toml:"enabled"`
+	} `toml:"analytics"`
+	OTel struct {
+		MetricsExporter string `toml:"metrics_exporter"`
+	} `toml:"otel"`
+}
+
+// codexManagedConfig renders managed_config.toml.
+func codexManagedConfig() (string, error) {
+	var f codexManagedConfigFile
+	f.OTel.MetricsExporter = "none"
+	b, err := toml.Marshal(f)
+	if err != nil {
+		return "", err
+	}
+	return "# gate-operator: Codex CLI managed configuration (rendered by the operator; do not edit).\n" + string(b), nil
 }
 
 // geminiSettingsFile is the part of Gemini CLI's system settings the bundle sets: hooks on, the

@@ -82,7 +82,7 @@ func TestRenderBaselineGolden(t *testing.T) {
 	for _, k := range []string{KeyHookScript, KeyHarnessSettings, KeyHarnessNetworkPolicy, gate.LayersFileName} {
 		golden.Check(t, filepath.Join("baseline", k), []byte(b.Data[k]))
 	}
-	want := []string{KeySnapshot, KeyHookScript, KeyManagedSettings, KeySettings, KeyHarnessSettings, KeyHarnessNetworkPolicy, KeyCodexRequirements, KeyGeminiSettings, KeyBootstrapHash, gate.LayersFileName,
+	want := []string{KeySnapshot, KeyHookScript, KeyManagedSettings, KeySettings, KeyHarnessSettings, KeyHarnessNetworkPolicy, KeyCodexRequirements, KeyCodexManagedConfig, KeyGeminiSettings, KeyBootstrapHash, gate.LayersFileName,
 		gate.ClusterLayerFile("marker"), gate.ClusterLayerCheckedFile("marker"), gate.ClusterLayerFile("untrusted"), gate.ClusterLayerCheckedFile("untrusted")}
 	if got := slices.Sorted(maps.Keys(b.Data)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Errorf("keys %v, want %v", got, slices.Sorted(slices.Values(want)))

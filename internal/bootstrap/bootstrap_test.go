@@ -60,8 +60,8 @@ func TestRenderGolden(t *testing.T) {
 	for k, v := range b.Data {
 		golden.Check(t, filepath.Join("sample", k), []byte(v))
 	}
-	if len(b.Data) != 9 {
-		t.Fatalf("want the 9 bundle keys, got %d", len(b.Data))
+	if len(b.Data) != 10 {
+		t.Fatalf("want the 10 bundle keys, got %d", len(b.Data))
 	}
 	if b.Data[KeyBootstrapHash] != b.Hash || !strings.HasPrefix(b.Hash, "sha256:") {
 		t.Fatalf("bootstrap-hash %q vs %q", b.Data[KeyBootstrapHash], b.Hash)

@@ -52,7 +52,7 @@ func ConfigMapName(policy string) string { return policy + "-bootstrap" }
 const BaselineConfigMap = "gate-baseline-bootstrap"
 
 // hashedKeys are the files the bootstrap hash covers, in the order it covers them.
-var hashedKeys = []string{KeySnapshot, KeyHookScript, KeyManagedSettings, KeySettings, KeyHarnessSettings, KeyHarnessNetworkPolicy, KeyCodexRequirements, KeyGeminiSettings}
+var hashedKeys = []string{KeySnapshot, KeyHookScript, KeyManagedSettings, KeySettings, KeyHarnessSettings, KeyHarnessNetworkPolicy, KeyCodexRequirements, KeyCodexManagedConfig, KeyGeminiSettings}
 
 // Defaults of Options.
 const (
@@ -216,6 +216,10 @@ func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, 
 	if err != nil {
 		return Bundle{}, err
 	}
+	codexManagedConfig, err := codexManagedConfig()
+	if err != nil {
+		return Bundle{}, err
+	}
 	geminiSettings, err := geminiSettings(opts)
 	if err != nil {
 		return Bundle{}, err
@@ -223,6 +227,7 @@ func render(snapshot, checked []byte, harness harnessFiles, workspaceID string, 
 	layered := layers.layered() || !namespaced
 	data := map[string]string{
 		KeyCodexRequirements:    codexRequirements,
+		KeyCodexManagedConfig:   codexManagedConfig,
 		KeyGeminiSettings:       geminiSettings,
 		KeySnapshot:             string(snapshot),
 		KeyHookScript:           hookScript(opts, workspaceID, layered),

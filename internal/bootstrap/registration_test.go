@@ -171,6 +171,7 @@ func codexRegistered(t *testing.T, requirements string, timeout int) string {
 	t.Helper()
 	var r struct {
 		AllowManagedHooksOnly bool `toml:"allow_managed_hooks_only"`
+		Features              map[string]bool
 		Hooks                 struct {
 			PreToolUse []struct {
 				Matcher string
@@ -185,9 +186,9 @@ func codexRegistered(t *testing.T, requirements string, timeout int) string {
 		t.Fatal(err)
 	}
 	pre := r.Hooks.PreToolUse
-	if !r.AllowManagedHooksOnly || len(pre) != 1 || pre[0].Matcher != "*" || len(pre[0].Hooks) != 1 ||
+	if !r.AllowManagedHooksOnly || !r.Features["hooks"] || len(pre) != 1 || pre[0].Matcher != "*" || len(pre[0].Hooks) != 1 ||
 		pre[0].Hooks[0].Type != "command" || pre[0].Hooks[0].Timeout != timeout {
-		t.Fatalf("want managed hooks only and one PreToolUse command hook on every tool with timeout %d, got %+v", timeout, r)
+		t.Fatalf("want managed hooks only, the hooks feature required on, and one PreToolUse command hook on every tool with timeout %d, got %+v", timeout, r)
 	}
 	return pre[0].Hooks[0].Command
 }

@@ -40,8 +40,8 @@ const (
 	VolumeManagedSettings = "claude-managed-settings"
 	// ManagedSettingsDir is where Claude Code reads its managed settings on Linux.
 	ManagedSettingsDir = "/etc/claude-code"
-	// VolumeCodexRequirements is the bootstrap ConfigMap's Codex requirements alone, as
-	// requirements.toml in CodexDir.
+	// VolumeCodexRequirements is the bootstrap ConfigMap's Codex requirements and managed
+	// configuration alone, as requirements.toml and managed_config.toml in CodexDir.
 	VolumeCodexRequirements = "codex-requirements"
 	// CodexDir is where Codex CLI reads its managed requirements.
 	CodexDir = "/etc/codex"
@@ -64,22 +64,28 @@ const (
 // a volume of its own, at the directory where the runtime reads it, so that every governed
 // container is governed whichever of the runtimes it runs.
 type managedConfig struct {
-	volume, dir, key, file string
-	// fileOnly mounts the file alone (a sub-path) in a directory the container runtime creates,
-	// root-owned and mode 0755, instead of the volume's directory at dir.
+	volume, dir string
+	// items are the bundle's keys and the files they are in dir.
+	items []corev1.KeyToPath
+	// fileOnly mounts the one item alone (a sub-path) in a directory the container runtime
+	// creates, root-owned and mode 0755, instead of the volume's directory at dir.
 	fileOnly bool
 }
 
 var managedConfigs = []managedConfig{
-	{VolumeManagedSettings, ManagedSettingsDir, bootstrap.KeyManagedSettings, bootstrap.KeyManagedSettings, false},
-	{VolumeCodexRequirements, CodexDir, bootstrap.KeyCodexRequirements, "requirements.toml", false},
-	{VolumeGeminiSettings, GeminiDir, bootstrap.KeyGeminiSettings, "settings.json", true},
+	{VolumeManagedSettings, ManagedSettingsDir, []corev1.KeyToPath{{Key: bootstrap.KeyManagedSettings, Path: bootstrap.KeyManagedSettings}}, false},
+	{VolumeCodexRequirements, CodexDir, []corev1.KeyToPath{
+		{Key: bootstrap.KeyCodexRequirements, Path: "requirements.toml"},
+		{Key: bootstrap.KeyCodexManagedConfig, Path: "managed_config.toml"},
+	}, false},
+	{VolumeGeminiSettings, GeminiDir, []corev1.KeyToPath{{Key: bootstrap.KeyGeminiSettings, Path: "settings.json"}}, true},
 }
 
 // mount is where the configuration is mounted in governed containers.
 func (m managedConfig) mount() corev1.VolumeMount {
 	if m.fileOnly {
-		return corev1.VolumeMount{Name: m.volume, MountPath: path.Join(m.dir, m.file), SubPath: m.file, ReadOnly: true}
+		file := m.items[0].Path
+		return corev1.VolumeMount{Name: m.volume, MountPath: path.Join(m.dir, file), SubPath: file, ReadOnly: true}
 	}
 	return corev1.VolumeMount{Name: m.volume, MountPath: m.dir, ReadOnly: true}
 }
@@ -564,8 +570,11 @@ func describeVolume(v corev1.Volume) string {
 	if v.Name == VolumeHooks {
 		return fmt.Sprintf("a projected volume of every key, %s from metadata.name and %s from metadata.labels, mode 0644", gate.PodNameFile, gate.PodLabelsFile)
 	}
-	item := v.ConfigMap.Items[0]
-	return fmt.Sprintf("a configMap volume of the one item %s as %s, mode 0644", item.Key, item.Path)
+	items := make([]string, len(v.ConfigMap.Items))
+	for i, it := range v.ConfigMap.Items {
+		items[i] = it.Key + " as " + it.Path
+	}
+	return fmt.Sprintf("a configMap volume of the items %s, mode 0644", strings.Join(items, ", "))
 }
 
 func wrongVolume(name, what string) error {
@@ -598,7 +607,7 @@ func gateVolumes(configMap string) []corev1.Volume {
 	for _, m := range managedConfigs {
 		volumes = append(volumes, corev1.Volume{Name: m.volume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: ref,
-			Items:                []corev1.KeyToPath{{Key: m.key, Path: m.file}},
+			Items:                slices.Clone(m.items),
 		}}})
 	}
 	return volumes
