@@ -95,6 +95,8 @@ var overrides = []struct{ env, pkg string }{
 	{"ANTHROPIC_SDK_VERSION", "@anthropic-ai/sdk"},
 	{"STANDARDWEBHOOKS_VERSION", "standardwebhooks"},
 	{"WORKFLOW_ERRORS_VERSION", "@workflow/errors"},
+	{"CODEX_VERSION", "@openai/codex"},
+	{"GEMINI_CLI_VERSION", "@google/gemini-cli"},
 }
 
 // install runs `npm ci` unless node_modules was installed from this very lock file, then

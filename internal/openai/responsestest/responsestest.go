@@ -9,6 +9,9 @@
 //     {"cmd": "..."} for the shell and mcp__<server>__<tool> for MCP tools;
 //   - a custom_tool_call (Type "custom_tool_call"): Name and free-form Input, e.g. apply_patch
 //     with the patch text.
+//
+// Item sends any other output item verbatim, e.g. a hosted web_search_call, which Codex does not
+// run itself and answers with no output.
 package responsestest
 
 import (
@@ -32,13 +35,15 @@ const CallID = "call_1"
 // Script is the one tool call the model makes. Type is FunctionCall (the default when empty) or
 // CustomToolCall. A function_call carries Arguments (sent JSON-encoded as a string, as the API
 // does); a custom_tool_call carries Input verbatim. Namespace, when set, is sent as the
-// function_call's namespace. An empty Name makes every turn answer with text.
+// function_call's namespace. Item, when set, is sent verbatim instead and the other fields are
+// ignored. An empty Name with no Item makes every turn answer with text.
 type Script struct {
 	Type      string         `json:"type,omitempty"`
 	Name      string         `json:"name"`
 	Namespace string         `json:"namespace,omitempty"`
 	Arguments map[string]any `json:"arguments,omitempty"`
 	Input     string         `json:"input,omitempty"`
+	Item      map[string]any `json:"item,omitempty"`
 }
 
 // ToolResult is the last output the model received for the scripted call: Type is the item type
@@ -158,9 +163,10 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 
 	var item map[string]any
 	switch {
-	case len(got) > 0 || sc.Name == "":
-		item = map[string]any{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-			"content": []any{map[string]any{"type": "output_text", "text": "done", "annotations": []any{}}}}
+	case len(got) > 0 || (sc.Name == "" && sc.Item == nil):
+		item = textItem()
+	case sc.Item != nil:
+		item = sc.Item
 	case sc.Type == CustomToolCall:
 		item = map[string]any{"type": CustomToolCall, "id": "ctc_1", "status": "completed", "call_id": CallID,
 			"name": sc.Name, "input": sc.Input}
@@ -203,4 +209,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	ev("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 	ev("response.completed", map[string]any{"response": resp("completed")})
+}
+
+func textItem() map[string]any {
+	return map[string]any{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+		"content": []any{map[string]any{"type": "output_text", "text": "done", "annotations": []any{}}}}
 }
