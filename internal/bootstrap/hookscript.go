@@ -88,13 +88,15 @@ else
   "$bin" "$@" <&3 3<&- &
 fi
 pid=$!
-# The watchdog holds none of Claude Code's pipes, so it never delays the answer; it drops the
-# EXIT trap it inherits, so ending it can never print a decision.
-( trap - EXIT; sleep %[1]d; kill -9 "$pid" ) </dev/null >/dev/null 2>&1 3<&- &
+# The watchdog holds none of the runtime's pipes, so it never delays the answer; it drops the
+# EXIT trap it inherits, so ending it can never print a decision. Ended early, it ends its sleep
+# too, so nothing of the call outlives it (a runtime or tracer that waits for every process of
+# the hook would otherwise wait out the limit).
+( trap - EXIT; sleep %[1]d & s=$!; trap 'kill -9 "$s"; exit 0' TERM; wait "$s"; kill -9 "$pid" ) </dev/null >/dev/null 2>&1 3<&- &
 watchdog=$!
 wait "$pid"
 status=$?
-kill -9 "$watchdog" 2>/dev/null
+kill -TERM "$watchdog" 2>/dev/null
 
 case "$status" in
   0|2) answered=$status; exit "$status" ;;
