@@ -63,11 +63,13 @@ func parseArgs(args []string) (config, bool) {
 // hookArgs is what the client reads from gate-hook's arguments.
 type hookArgs struct {
 	snapshot, workspace, token string
-	layers, explicitAllow      bool
+	// runtime is gate-hook's --runtime, "" when absent (gate-hook's default, Claude Code's).
+	runtime               string
+	layers, explicitAllow bool
 }
 
 // parseHookArgs reads gate-hook's arguments as the wrapper writes them: "--name value" or
-// "--name=value" for --snapshot, --workspace and --answer-token, "--layers" and
+// "--name=value" for --snapshot, --workspace, --answer-token and --runtime, "--layers" and
 // "--explicit-allow" alone, each at most once, --snapshot naming the bundle's snapshot. Anything
 // else (a flag unknown here, a repeated one, a positional argument, a value the protocol cannot
 // carry as it is) is not ok: gate-hook, which reads them with its own flag parser, judges such
@@ -90,7 +92,7 @@ func parseHookArgs(args []string) (hookArgs, bool) {
 			h.layers = h.layers || name == "--layers"
 			h.explicitAllow = h.explicitAllow || name == "--explicit-allow"
 			continue
-		case "--snapshot", "--workspace", "--answer-token":
+		case "--snapshot", "--workspace", "--answer-token", "--runtime":
 		default:
 			ok = false
 			continue
@@ -110,11 +112,23 @@ func parseHookArgs(args []string) (hookArgs, bool) {
 			h.workspace = value
 		case "--answer-token":
 			h.token = value
+		case "--runtime":
+			h.runtime = value
 		}
 	}
 	ok = ok && h.snapshot != "" && baseOf(h.snapshot) == agentproto.SnapshotFileName &&
-		(h.workspace == "" || agentproto.ValidWorkspace(h.workspace)) && (h.token == "" || agentproto.ValidToken(h.token) && h.token != agentproto.None)
+		(h.workspace == "" || agentproto.ValidWorkspace(h.workspace)) && (h.token == "" || agentproto.ValidToken(h.token) && h.token != agentproto.None) &&
+		(h.runtime == "" || agentproto.ValidRuntime(h.runtime))
 	return h, ok
+}
+
+// runtimeOf is the runtime gate-hook answers in with these arguments: its --runtime, or its
+// default, Claude Code's.
+func (h hookArgs) runtimeOf() string {
+	if h.runtime == "" {
+		return agentproto.RuntimeClaudeCode
+	}
+	return h.runtime
 }
 
 // dirOf is the directory of a path, as far as looking up ..data beside it needs: "." for a

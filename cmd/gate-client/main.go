@@ -45,7 +45,9 @@ func run(args []string) int {
 	if !ok {
 		return deny(cfg.runtime, hook.token, "gate-client could not read the hook input")
 	}
-	if !hookOK {
+	// The sidecar answers in the client's runtime; gate-hook, in the one its arguments name. Were
+	// they different, the two would answer the same call differently: gate-hook decides.
+	if !hookOK || hook.runtimeOf() != cfg.runtime {
 		return fallBack(cfg, input, agentproto.FallbackArgs)
 	}
 	if len(input) > agentproto.MaxInput {

@@ -264,6 +264,43 @@ func TestAnswersAsTheSidecar(t *testing.T) {
 	}
 }
 
+// TestAnswersAsTheSidecarForEachRuntime: for Codex and Gemini CLI, whose wrapper tells both the
+// client and gate-hook the runtime, the client prints the sidecar's answer in that runtime's
+// format, and it is gate-hook's.
+func TestAnswersAsTheSidecarForEachRuntime(t *testing.T) {
+	vol := gateagenttest.NewVolume(t, gateagenttest.SnapshotFiles(t, policy(t), nil, "coding-agent-0"))
+	sc := startSidecar(t, vol.Dir)
+	for _, tc := range []struct {
+		runtime, name string
+		input         []byte
+	}{
+		{"codex", "block", []byte(`{"hook_event_name":"PreToolUse","cwd":"/workspace","tool_name":"Bash","tool_input":{"command":"rm -rf /"}}`)},
+		{"codex", "ask", []byte(`{"hook_event_name":"PreToolUse","cwd":"/workspace","tool_name":"Bash","tool_input":{"command":"curl https://example.org/x"}}`)},
+		{"codex", "allow", []byte(`{"hook_event_name":"PreToolUse","cwd":"/workspace","tool_name":"Bash","tool_input":{"command":"ls"}}`)},
+		{"gemini-cli", "block", []byte(`{"hook_event_name":"BeforeTool","cwd":"/workspace","tool_name":"run_shell_command","tool_input":{"command":"rm -rf /"}}`)},
+		{"gemini-cli", "allow", []byte(`{"hook_event_name":"BeforeTool","cwd":"/workspace","tool_name":"read_file","tool_input":{"file_path":"README.md"}}`)},
+		{"gemini-cli", "Claude Code's input", rm},
+	} {
+		t.Run(tc.runtime+" "+tc.name, func(t *testing.T) {
+			hookArgs := []string{"--snapshot", vol.SnapshotPath(), "--answer-token", token, "--runtime", tc.runtime}
+			args := clientArgs(sc.socket, newFakeHook(t), filepath.Join(t.TempDir(), "spool"), 1500)
+			args[3] = tc.runtime
+			hook := newFakeHook(t)
+			args[7] = hook.path
+			got := runClient(t, tc.input, args, hookArgs...)
+			if _, _, ran := hook.ran(t); ran {
+				t.Fatalf("the fall-back ran: %+v", got)
+			}
+			if want := runHook(t, tc.input, hookArgs...); got.answer() != want {
+				t.Fatalf("gate-client answered\n%+v\ngate-hook answers\n%+v", got.answer(), want)
+			}
+			if got.exit == 2 && tc.runtime == "gemini-cli" && !strings.Contains(got.stdout, `{"decision":"deny"`) {
+				t.Fatalf("a Gemini CLI deny must be its JSON: %+v", got)
+			}
+		})
+	}
+}
+
 // fakeSidecar listens on a socket and answers each connection with answer, given the request
 // it read (nil when it could not read one).
 func fakeSidecar(t *testing.T, answer func(net.Conn, *agentproto.Request)) string {
@@ -450,6 +487,8 @@ func TestWhenNotToAsk(t *testing.T) {
 		{"a token of -", agentproto.FallbackArgs, rm, []string{"--snapshot", vol.SnapshotPath(), "--answer-token", "-"}},
 		{"a workspace with a space", agentproto.FallbackArgs, rm, []string{"--snapshot", vol.SnapshotPath(), "--workspace", "ws 1"}},
 		{"no snapshot named", agentproto.FallbackArgs, rm, []string{"--answer-token", token}},
+		{"gate-hook told another runtime than the client", agentproto.FallbackArgs, rm, []string{"--snapshot", vol.SnapshotPath(), "--runtime", "codex"}},
+		{"a runtime the protocol cannot carry", agentproto.FallbackArgs, rm, []string{"--snapshot", vol.SnapshotPath(), "--runtime", "Codex CLI"}},
 		{"input over 4 MiB", agentproto.FallbackInputTooLarge, large, []string{"--snapshot", vol.SnapshotPath()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
