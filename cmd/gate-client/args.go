@@ -76,6 +76,7 @@ type hookArgs struct {
 // arguments itself. The token is read whatever else is wrong, for a refusal's answer line.
 func parseHookArgs(args []string) (hookArgs, bool) {
 	var h hookArgs
+	valued := map[string]*string{"--snapshot": &h.snapshot, "--workspace": &h.workspace, "--answer-token": &h.token, "--runtime": &h.runtime}
 	ok := true
 	seen := map[string]bool{}
 	for i := 0; i < len(args); i++ {
@@ -84,16 +85,16 @@ func parseHookArgs(args []string) (hookArgs, bool) {
 			ok = false
 		}
 		seen[name] = true
-		switch name {
-		case "--layers", "--explicit-allow":
+		if name == "--layers" || name == "--explicit-allow" {
 			if hasValue {
 				ok = false
 			}
 			h.layers = h.layers || name == "--layers"
 			h.explicitAllow = h.explicitAllow || name == "--explicit-allow"
 			continue
-		case "--snapshot", "--workspace", "--answer-token", "--runtime":
-		default:
+		}
+		field, known := valued[name]
+		if !known {
 			ok = false
 			continue
 		}
@@ -105,16 +106,7 @@ func parseHookArgs(args []string) (hookArgs, bool) {
 			i++
 			value = args[i]
 		}
-		switch name {
-		case "--snapshot":
-			h.snapshot = value
-		case "--workspace":
-			h.workspace = value
-		case "--answer-token":
-			h.token = value
-		case "--runtime":
-			h.runtime = value
-		}
+		*field = value
 	}
 	ok = ok && h.snapshot != "" && baseOf(h.snapshot) == agentproto.SnapshotFileName &&
 		(h.workspace == "" || agentproto.ValidWorkspace(h.workspace)) && (h.token == "" || agentproto.ValidToken(h.token) && h.token != agentproto.None) &&

@@ -111,13 +111,13 @@ func fallBack(cfg config, input []byte, reason string) int {
 // Codex takes too, for the others), the message on stderr, exit 2, a deny for every runtime.
 // msg holds no character JSON escapes. The shapes are runtimes.Runtime.Deny's, spelled here so
 // the client links none of the runtimes' packages; a test holds the two to each other.
-func deny(runtime, token, msg string) int {
+func deny(rt, token, msg string) int {
 	msg = agentproto.RefusalPrefix + msg
 	var out []byte
 	if agentproto.ValidToken(token) {
 		out = append(out, agentproto.AnswerPrefix+token+"\n"...)
 	}
-	if runtime == "gemini-cli" {
+	if rt == "gemini-cli" {
 		out = append(out, `{"decision":"deny","reason":"`+msg+`"}`+"\n"...)
 	} else {
 		out = append(out, `{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"`+msg+`"}}`+"\n"...)

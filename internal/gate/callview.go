@@ -64,6 +64,33 @@ func viewOf(tool string, input map[string]any, cwd string) CallView {
 	default:
 		return v
 	}
+	v.addPaths(shape, input, cwd)
+	for _, f := range shape.URLs {
+		if u, ok := stringField(input, f); ok {
+			v.URLs = append(v.URLs, u)
+		}
+	}
+	for _, f := range shape.TextURLs {
+		v.URLs = append(v.URLs, textURLs(input, f)...)
+	}
+	if patch, ok := stringField(input, shape.Patch); ok && shape.Patch != "" {
+		v.addPatch(patch, cwd)
+	}
+	if _, ok := stringField(input, shape.Code); ok && shape.Code != "" {
+		v.ShellKnown = false
+	}
+	if cmd, ok := stringField(input, shape.Shell); ok && shape.Shell != "" {
+		v.addShell(shape, input, cmd, cwd)
+	}
+	for _, u := range v.URLs {
+		v.Hosts = append(v.Hosts, hostOf(u))
+	}
+	return v
+}
+
+// addPaths adds the paths the shape's fields name: the files read and written, the lists of
+// files read, and the directory a search reads.
+func (v *CallView) addPaths(shape *ToolShape, input map[string]any, cwd string) {
 	for _, f := range shape.Reads {
 		if p, ok := stringField(input, f); ok {
 			v.Reads = append(v.Reads, shellparse.Resolve(cwd, p))
@@ -82,53 +109,35 @@ func viewOf(tool string, input map[string]any, cwd string) CallView {
 	if shape.Dir != "" {
 		v.Reads = append(v.Reads, searchRoot(input, shape, cwd))
 	}
-	for _, f := range shape.URLs {
-		if u, ok := stringField(input, f); ok {
-			v.URLs = append(v.URLs, u)
-		}
+}
+
+// addPatch adds the files of a patch in the apply_patch format; a text that is not one is code
+// the gate cannot read.
+func (v *CallView) addPatch(patch, cwd string) {
+	files, known := patchFiles(patch, cwd)
+	v.Reads = append(v.Reads, files.reads...)
+	v.Writes = append(v.Writes, files.writes...)
+	v.ShellKnown = v.ShellKnown && known
+}
+
+// addShell adds what a shell command line runs, reads, writes and fetches, run in the shape's
+// directory field or the working directory; and the files of a patch Codex applies from it.
+func (v *CallView) addShell(shape *ToolShape, input map[string]any, cmd, cwd string) {
+	dir := cwd
+	if d, ok := stringField(input, shape.ShellDir); ok && shape.ShellDir != "" {
+		dir = shellparse.Resolve(cwd, d)
 	}
-	for _, f := range shape.TextURLs {
-		v.URLs = append(v.URLs, textURLs(input, f)...)
+	sh := shellparse.Parse(cmd, dir)
+	v.Commands, v.ShellKnown = sh.Commands, sh.Known
+	if v.Commands == nil {
+		v.Commands = []shellparse.Command{}
 	}
-	if shape.Patch != "" {
-		if patch, ok := stringField(input, shape.Patch); ok {
-			files, known := patchFiles(patch, cwd)
-			v.Reads = append(v.Reads, files.reads...)
-			v.Writes = append(v.Writes, files.writes...)
-			v.ShellKnown = v.ShellKnown && known
-		}
+	v.Reads = append(v.Reads, sh.Reads...)
+	v.Writes = append(v.Writes, sh.Writes...)
+	v.URLs = append(v.URLs, sh.URLs...)
+	if slices.ContainsFunc(v.Commands, isPatchCommand) {
+		v.addPatch(cmd, dir)
 	}
-	if shape.Code != "" {
-		if _, ok := stringField(input, shape.Code); ok {
-			v.ShellKnown = false
-		}
-	}
-	if shape.Shell != "" {
-		if cmd, ok := stringField(input, shape.Shell); ok {
-			dir := cwd
-			if d, ok := stringField(input, shape.ShellDir); ok && shape.ShellDir != "" {
-				dir = shellparse.Resolve(cwd, d)
-			}
-			sh := shellparse.Parse(cmd, dir)
-			v.Commands, v.ShellKnown = sh.Commands, sh.Known
-			if v.Commands == nil {
-				v.Commands = []shellparse.Command{}
-			}
-			v.Reads = append(v.Reads, sh.Reads...)
-			v.Writes = append(v.Writes, sh.Writes...)
-			v.URLs = append(v.URLs, sh.URLs...)
-			if slices.ContainsFunc(v.Commands, isPatchCommand) {
-				files, known := patchFiles(cmd, dir)
-				v.Reads = append(v.Reads, files.reads...)
-				v.Writes = append(v.Writes, files.writes...)
-				v.ShellKnown = v.ShellKnown && known
-			}
-		}
-	}
-	for _, u := range v.URLs {
-		v.Hosts = append(v.Hosts, hostOf(u))
-	}
-	return v
 }
 
 // searchRoot is the directory a search (Glob, Grep) reads: its directory field, or the working

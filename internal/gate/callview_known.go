@@ -25,10 +25,13 @@ func viewKind(tool string) string {
 	}
 }
 
+// viewCommands is the view's list of commands, call.commands.
+const viewCommands = "commands"
+
 // viewListField reports whether field names a list of the view.
 func viewListField(field string) bool {
 	switch field {
-	case "reads", "writes", "urls", "hosts", "commands":
+	case "reads", "writes", "urls", "hosts", viewCommands:
 		return true
 	}
 	return false
@@ -46,14 +49,14 @@ func viewListEmpty(tool string, input map[string]any, field string) bool {
 			return false // a command line: its commands, files and URLs are the parser's to say
 		}
 	}
-	if shape.Patch != "" && field != "commands" {
+	if shape.Patch != "" && field != viewCommands {
 		if _, ok := stringField(input, shape.Patch); ok {
 			return false // a patch: the files it names are the parser's to say
 		}
 	}
 	var fields []string
 	switch field {
-	case "commands":
+	case viewCommands:
 		return true
 	case "reads":
 		if shape.Dir != "" {

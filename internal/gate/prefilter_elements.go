@@ -38,7 +38,7 @@ func elementPrefilter(c ast.ComprehensionExpr, field string) *Prefilter {
 	if len(args) != 2 || args[0].Kind() != ast.IdentKind || args[0].AsIdent() != c.AccuVar() {
 		return nil
 	}
-	d := elementDeriver{iterVar: c.IterVar(), commands: field == "commands"}
+	d := elementDeriver{iterVar: c.IterVar(), commands: field == viewCommands}
 	return d.derive(args[1])
 }
 
@@ -187,7 +187,7 @@ func (p *Prefilter) compileElements() quick {
 	if len(p.Args) != 1 {
 		return nil
 	}
-	commands := p.Field == "commands"
+	commands := p.Field == viewCommands
 	body := p.Args[0].compileElement(commands)
 	if body == nil {
 		return nil

@@ -66,48 +66,65 @@ type ToolShape struct {
 	Code string
 }
 
+// The runtimes of ToolShape.Runtimes, and the input fields several rows name.
+const (
+	rtClaudeCode    = "claude-code"
+	rtHarness       = "harness"
+	rtManagedAgents = "managed-agents"
+	rtCodex         = "codex"
+	rtGemini        = "gemini-cli"
+
+	fieldCommand  = "command"
+	fieldFilePath = "file_path"
+)
+
 var (
-	claudeCode    = []string{"claude-code"}
-	gemini        = []string{"gemini-cli"}
-	everyRuntime  = []string{"claude-code", "harness", "managed-agents"}
-	claudeHarness = []string{"claude-code", "harness"}
+	claudeCode    = []string{rtClaudeCode}
+	gemini        = []string{rtGemini}
+	everyRuntime  = []string{rtClaudeCode, rtHarness, rtManagedAgents}
+	claudeHarness = []string{rtClaudeCode, rtHarness}
+	// withCodex and withGemini are tools of Claude Code, the harness and Managed Agents that the
+	// other CLI names the same way; claudeHarnessMore, the MCP resource tools all four name.
+	withCodex         = []string{rtClaudeCode, rtHarness, rtManagedAgents, rtCodex}
+	withGemini        = []string{rtClaudeCode, rtHarness, rtManagedAgents, rtGemini}
+	claudeHarnessMore = []string{rtClaudeCode, rtHarness, rtCodex, rtGemini}
 )
 
 // toolShapes is the table. Rows with kind "other" are tools that touch no file, URL or command
 // the gate can name (task lists, questions, plan mode, sub-agents).
 var toolShapes = []ToolShape{
-	{Names: []string{"Bash"}, Runtimes: []string{"claude-code", "harness", "managed-agents", "codex"}, Kind: KindExec, Shell: "command"},
-	{Names: []string{"Monitor"}, Runtimes: claudeHarness, Kind: KindExec, Shell: "command", URLs: []string{"ws.url"}},
-	{Names: []string{"PowerShell"}, Runtimes: claudeCode, Kind: KindExec, Code: "command"},
-	{Names: []string{"Read"}, Runtimes: everyRuntime, Kind: KindRead, Reads: []string{"file_path"}},
-	{Names: []string{"Write"}, Runtimes: everyRuntime, Kind: KindWrite, Writes: []string{"file_path"}},
-	{Names: []string{"Edit", "MultiEdit"}, Runtimes: everyRuntime, Kind: KindWrite, Reads: []string{"file_path"}, Writes: []string{"file_path"}},
+	{Names: []string{"Bash"}, Runtimes: withCodex, Kind: KindExec, Shell: fieldCommand},
+	{Names: []string{"Monitor"}, Runtimes: claudeHarness, Kind: KindExec, Shell: fieldCommand, URLs: []string{"ws.url"}},
+	{Names: []string{"PowerShell"}, Runtimes: claudeCode, Kind: KindExec, Code: fieldCommand},
+	{Names: []string{"Read"}, Runtimes: everyRuntime, Kind: KindRead, Reads: []string{fieldFilePath}},
+	{Names: []string{"Write"}, Runtimes: everyRuntime, Kind: KindWrite, Writes: []string{fieldFilePath}},
+	{Names: []string{"Edit", "MultiEdit"}, Runtimes: everyRuntime, Kind: KindWrite, Reads: []string{fieldFilePath}, Writes: []string{fieldFilePath}},
 	{Names: []string{"NotebookEdit"}, Runtimes: claudeHarness, Kind: KindWrite, Reads: []string{"notebook_path"}, Writes: []string{"notebook_path"}},
 	// Gemini CLI's glob names its directory dir_path; the others name it path.
-	{Names: []string{"Glob"}, Runtimes: []string{"claude-code", "harness", "managed-agents", "gemini-cli"}, Kind: KindRead, Dir: "path|dir_path", Pattern: "pattern"},
+	{Names: []string{"Glob"}, Runtimes: withGemini, Kind: KindRead, Dir: "path|dir_path", Pattern: "pattern"},
 	{Names: []string{"Grep"}, Runtimes: everyRuntime, Kind: KindRead, Dir: "path"},
 	// web_fetch is Managed Agents' {url} and Gemini CLI's {prompt} (URLs among its words) or {url}.
-	{Names: []string{"WebFetch", "web_fetch"}, Runtimes: []string{"claude-code", "harness", "managed-agents", "gemini-cli"}, Kind: KindFetch, URLs: []string{"url"}, TextURLs: []string{"prompt"}},
+	{Names: []string{"WebFetch", "web_fetch"}, Runtimes: withGemini, Kind: KindFetch, URLs: []string{"url"}, TextURLs: []string{"prompt"}},
 	{Names: []string{"WebSearch", "web_search"}, Runtimes: everyRuntime, Kind: KindFetch},
-	{Names: []string{"ReadMcpResource", "ReadMcpResourceTool", "ReadMcpResourceDirTool", "read_mcp_resource"}, Runtimes: []string{"claude-code", "harness", "codex", "gemini-cli"}, Kind: KindMCP, URLs: []string{"uri"}},
-	{Names: []string{"ListMcpResources", "ListMcpResourcesTool", "list_mcp_resources", "list_mcp_resource_templates"}, Runtimes: []string{"claude-code", "harness", "codex", "gemini-cli"}, Kind: KindMCP},
+	{Names: []string{"ReadMcpResource", "ReadMcpResourceTool", "ReadMcpResourceDirTool", "read_mcp_resource"}, Runtimes: claudeHarnessMore, Kind: KindMCP, URLs: []string{"uri"}},
+	{Names: []string{"ListMcpResources", "ListMcpResourcesTool", "list_mcp_resources", "list_mcp_resource_templates"}, Runtimes: claudeHarnessMore, Kind: KindMCP},
 	// Codex's apply_patch (a freeform tool of the models its catalog lists): the whole patch in
 	// command, one call for every file it names. A patch sent through the shell tool instead
 	// (apply_patch <<'EOF' ... EOF, which Codex applies itself) is Bash's: see patchCommands.
-	{Names: []string{"apply_patch"}, Runtimes: []string{"codex"}, Kind: KindWrite, Patch: "command"},
+	{Names: []string{"apply_patch"}, Runtimes: []string{rtCodex}, Kind: KindWrite, Patch: fieldCommand},
 	{Names: []string{
 		"Agent", "Task", "TaskCreate", "TaskGet", "TaskUpdate", "TaskList", "TaskStop", "TaskOutput",
 		"TodoWrite", "AskUserQuestion", "askUserQuestions", "EnterPlanMode", "ExitPlanMode",
 		"EnterWorktree", "ExitWorktree", "Skill", "ToolSearch",
 	}, Runtimes: claudeHarness, Kind: KindOther},
 	// Gemini CLI's own built-ins.
-	{Names: []string{"run_shell_command"}, Runtimes: gemini, Kind: KindExec, Shell: "command", ShellDir: "dir_path"},
-	{Names: []string{"read_file"}, Runtimes: gemini, Kind: KindRead, Reads: []string{"file_path|absolute_path"}},
+	{Names: []string{"run_shell_command"}, Runtimes: gemini, Kind: KindExec, Shell: fieldCommand, ShellDir: "dir_path"},
+	{Names: []string{"read_file"}, Runtimes: gemini, Kind: KindRead, Reads: []string{fieldFilePath + "|absolute_path"}},
 	{Names: []string{"read_many_files"}, Runtimes: gemini, Kind: KindRead, ReadLists: []string{"include"}},
 	{Names: []string{"list_directory"}, Runtimes: gemini, Kind: KindRead, Dir: "dir_path|path"},
 	{Names: []string{"grep_search", "search_file_content"}, Runtimes: gemini, Kind: KindRead, Dir: "dir_path|path"},
-	{Names: []string{"write_file"}, Runtimes: gemini, Kind: KindWrite, Writes: []string{"file_path"}},
-	{Names: []string{"replace"}, Runtimes: gemini, Kind: KindWrite, Reads: []string{"file_path"}, Writes: []string{"file_path"}},
+	{Names: []string{"write_file"}, Runtimes: gemini, Kind: KindWrite, Writes: []string{fieldFilePath}},
+	{Names: []string{"replace"}, Runtimes: gemini, Kind: KindWrite, Reads: []string{fieldFilePath}, Writes: []string{fieldFilePath}},
 	{Names: []string{"google_web_search"}, Runtimes: gemini, Kind: KindFetch},
 	// Its enter_plan_mode and exit_plan_mode are EnterPlanMode's and ExitPlanMode's row, folded.
 	// save_memory appends a fact to the user's GEMINI.md, outside any workspace, and names no

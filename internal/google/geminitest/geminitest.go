@@ -99,15 +99,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(p, ":generateContent"):
 		s.generate(w, r)
 	case strings.HasSuffix(p, ":countTokens"):
-		io.Copy(io.Discard, r.Body)
+		_, _ = io.Copy(io.Discard, r.Body)
 		writeJSON(w, map[string]any{"totalTokens": 10})
 	case strings.HasSuffix(p, ":embedContent"):
-		io.Copy(io.Discard, r.Body)
+		_, _ = io.Copy(io.Discard, r.Body)
 		writeJSON(w, map[string]any{"embedding": map[string]any{"values": []float64{0}}})
 	case strings.HasPrefix(p, "/v1beta/models") || strings.HasPrefix(p, "/v1/models"):
 		writeJSON(w, map[string]any{"models": []any{}})
 	default:
-		io.Copy(io.Discard, r.Body)
+		_, _ = io.Copy(io.Discard, r.Body)
 		writeJSON(w, map[string]any{})
 	}
 }
