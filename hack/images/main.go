@@ -24,6 +24,9 @@ func main() {
 	flag.StringVar(&o.testOut, "test-images", "", "also write the local node's test images (pause, testbed; claude-agent with -claude) into this directory")
 	flag.StringVar(&o.busybox, "busybox", "bin/node/busybox", "static busybox for the testbed image (with -test-images)")
 	flag.StringVar(&o.claude, "claude", "", "with -test-images, also write the claude-agent image around this Claude Code binary (test/conformance's npm install puts the pinned one in node_modules/@anthropic-ai/claude-agent-sdk-linux-x64/claude)")
+	flag.StringVar(&o.codex, "codex", "", "with -claude, also put this Codex CLI binary in the claude-agent image, at /usr/local/bin/codex (test/conformance's npm install puts the pinned one in node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex)")
+	flag.StringVar(&o.gemini, "gemini", "", "with -claude, also put this Gemini CLI package directory (node_modules/@google/gemini-cli) in the claude-agent image, at /usr/local/lib/gemini-cli, with -node")
+	flag.StringVar(&o.node, "node", "/usr/bin/node", "Node.js for the claude-agent image's Gemini CLI (with -gemini), at /usr/local/bin/node; with its shared libraries")
 	flag.StringVar(&o.bash, "bash", "/bin/bash", "bash for the claude-agent image (Claude Code's Bash tool runs bash or zsh); with its shared libraries, like claude's")
 	flag.StringVar(&o.bin, "bin", "", "directory of prebuilt manager, confirmer, gate-hook (-tags nocel), gate-hook-cel, egress-wait, gate-agent and gate-client binaries (static, linux/<arch>); empty builds them")
 	flag.Parse()
@@ -37,6 +40,7 @@ type options struct {
 	root, out, arch, caCerts string
 	testOut, busybox         string // -test-images: where to write them, and the busybox they carry
 	claude, bash             string // -claude: the claude-agent test image's binaries, or "" for none
+	codex, gemini, node      string // -codex, -gemini: the other agent CLIs in that image, or "" for none
 	bin                      string // prebuilt binaries, or "" to build them
 }
 
@@ -56,6 +60,9 @@ func run(o options, stdout, progress io.Writer) error {
 	}
 	if o.claude != "" && o.testOut == "" {
 		return errors.New("-claude writes a test image: set -test-images")
+	}
+	if (o.codex != "" || o.gemini != "") && o.claude == "" {
+		return errors.New("-codex and -gemini go into the claude-agent image: set -claude")
 	}
 	if o.out != "" {
 		if err := writeProductImages(o, src, ca, stdout, progress); err != nil {

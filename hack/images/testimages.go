@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // The local node's test images: never released, tagged under localhost/ so that nothing could
@@ -16,7 +18,8 @@ import (
 // API stand-in, TCP probes) and stands in for an agent image: a static busybox from Debian gives
 // it the POSIX shell and the few tools the PreToolUse hook wrapper needs (/bin/sh, /usr/bin/env,
 // sleep). With -claude, the claude-agent image is the real Claude Code for the conformance
-// suite's sandbox pod.
+// suite's sandbox pod, and with -codex and -gemini the real Codex CLI and Gemini CLI beside it:
+// one agent image for the three runtimes, so the suite builds and imports one.
 const (
 	PauseRef   = "localhost/gate-operator-test/pause:v1"
 	TestbedRef = "localhost/gate-operator-test/testbed:v1"
@@ -65,7 +68,7 @@ const agentUID = 1000
 // (the hook wrapper) and the tools, testbed for its pause (the entrypoint) and probe, a CA
 // bundle, and the user agent (uid 1000) with its home /home/agent and /workspace. The pod mounts
 // writable volumes over those two and /tmp; the rest can be read-only.
-func claudeAgentSpec(ca, busybox, claude, bash []byte, libs []file) imageSpec {
+func claudeAgentSpec(ca, busybox, claude, bash []byte, libs, others []file) imageSpec {
 	root := rootFiles(ca)
 	for i, f := range root {
 		switch f.path {
@@ -83,6 +86,7 @@ func claudeAgentSpec(ca, busybox, claude, bash []byte, libs []file) imageSpec {
 		file{path: "usr/local/bin/claude", mode: 0o755, data: claude},
 		file{path: "workspace/", mode: 0o755, uid: agentUID, gid: agentUID},
 	)
+	extra = append(extra, others...)
 	return imageSpec{
 		name: "claude-agent", ref: ClaudeAgentRef, binaries: []string{"testbed"}, entrypoint: []string{"/testbed", "pause"},
 		root: root, user: agentUID, extra: append(extra, libs...),
@@ -100,7 +104,15 @@ func claudeAgent(o options, ca, busybox []byte, progress io.Writer) (imageSpec, 
 	if err != nil {
 		return imageSpec{}, fmt.Errorf("-bash: %w (Debian's bash)", err)
 	}
-	libs, err := sharedLibs(o.arch, o.claude, o.bash)
+	linked := []string{o.claude, o.bash}
+	others, err := otherAgents(o)
+	if err != nil {
+		return imageSpec{}, err
+	}
+	if o.gemini != "" {
+		linked = append(linked, o.node)
+	}
+	libs, err := sharedLibs(o.arch, linked...)
 	if err != nil {
 		return imageSpec{}, err
 	}
@@ -109,7 +121,69 @@ func claudeAgent(o options, ca, busybox []byte, progress io.Writer) (imageSpec, 
 			fmt.Fprintf(progress, "claude-agent: /%s\n", l.path)
 		}
 	}
-	return claudeAgentSpec(ca, busybox, claude, bash, libs), nil
+	return claudeAgentSpec(ca, busybox, claude, bash, libs, others), nil
+}
+
+// otherAgents are the claude-agent image's files of Codex CLI (-codex, a static binary) and
+// Gemini CLI (-gemini: its package directory, run by -node).
+func otherAgents(o options) ([]file, error) {
+	var files []file
+	if o.codex != "" {
+		codex, err := os.ReadFile(o.codex)
+		if err != nil {
+			return nil, fmt.Errorf("-codex: %w (test/conformance installs the pinned binary with npm ci)", err)
+		}
+		// As the npm package lays them out: Codex looks for its bundled bubblewrap in
+		// codex-resources beside the directory of its binary.
+		files = append(files, file{path: "usr/local/lib/", mode: 0o755}, file{path: "usr/local/lib/codex/", mode: 0o755},
+			file{path: "usr/local/lib/codex/bin/", mode: 0o755}, file{path: "usr/local/lib/codex/bin/codex", mode: 0o755, data: codex},
+			file{path: "usr/local/bin/codex", mode: 0o777, link: "/usr/local/lib/codex/bin/codex"})
+		if bwrap, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(o.codex)), "codex-resources", "bwrap")); err == nil {
+			files = append(files, file{path: "usr/local/lib/codex/codex-resources/", mode: 0o755},
+				file{path: "usr/local/lib/codex/codex-resources/bwrap", mode: 0o755, data: bwrap})
+		}
+	}
+	if o.gemini == "" {
+		return files, nil
+	}
+	node, err := os.ReadFile(o.node)
+	if err != nil {
+		return nil, fmt.Errorf("-node: %w", err)
+	}
+	if o.codex == "" {
+		files = append(files, file{path: "usr/local/lib/", mode: 0o755})
+	}
+	files = append(files, file{path: "usr/local/bin/node", mode: 0o755, data: node}, file{path: "usr/local/lib/gemini-cli/", mode: 0o755})
+	err = filepath.WalkDir(o.gemini, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(o.gemini, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		// The package as npm publishes it (package.json "files"), without what npm installed
+		// beside it.
+		if top := strings.Split(rel, string(filepath.Separator))[0]; top != "bundle" && top != "package.json" {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		name := "usr/local/lib/gemini-cli/" + filepath.ToSlash(rel)
+		switch {
+		case d.IsDir():
+			files = append(files, file{path: name + "/", mode: 0o755})
+		case d.Type().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			files = append(files, file{path: name, mode: 0o644, data: data})
+		}
+		return nil
+	})
+	return files, err
 }
 
 // writeTestImages builds hack/testbed and writes the test images into out, and the

@@ -8,24 +8,43 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
 // ClaudeAgentImage is the agent image with the real Claude Code in it (hack/images -claude).
 const ClaudeAgentImage = "localhost/gate-operator-test/claude-agent:v1"
 
-// ImportClaudeAgent writes the claude-agent image around the Claude Code binary claude (go run
-// ./hack/images -claude; it is not one of the images every node start imports, it weighs about
-// 400 MB) and imports it into the node's containerd.
-func (e *Env) ImportClaudeAgent(ctx context.Context, claude string) error {
-	e.Step("building the claude-agent image around %s and importing it", claude)
+// AgentCLIs are the agent runtimes the claude-agent image carries: the Claude Code binary,
+// and optionally the Codex CLI binary and the Gemini CLI package directory (run by the
+// machine's Node.js).
+type AgentCLIs struct {
+	Claude, Codex, Gemini string
+}
+
+// ImportClaudeAgent writes the claude-agent image around the agent CLIs (go run ./hack/images
+// -claude, -codex, -gemini) and imports it into the node. It needs the node's busybox, which
+// hack/build-node.sh extracted.
+func (e *Env) ImportClaudeAgent(ctx context.Context, clis AgentCLIs) error {
+	e.Step("building the claude-agent image around %s and importing it", strings.Join(slices.DeleteFunc([]string{clis.Claude, clis.Codex, clis.Gemini}, func(s string) bool { return s == "" }), ", "))
 	dir, err := os.MkdirTemp(e.Dir, "claude-agent-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if err := e.runIn(ctx, e.Root, "go", "run", "./hack/images", "-out", "", "-test-images", dir,
-		"-busybox", filepath.Join(e.Root, "bin", "node", "busybox"), "-claude", claude); err != nil {
+	args := []string{"run", "./hack/images", "-out", "", "-test-images", dir,
+		"-busybox", filepath.Join(e.Root, "bin", "node", "busybox"), "-claude", clis.Claude}
+	if clis.Codex != "" {
+		args = append(args, "-codex", clis.Codex)
+	}
+	if clis.Gemini != "" {
+		node, err := exec.LookPath("node")
+		if err != nil {
+			return err
+		}
+		args = append(args, "-gemini", clis.Gemini, "-node", node)
+	}
+	if err := e.runIn(ctx, e.Root, "go", args...); err != nil {
 		return err
 	}
 	return e.ImportImage(ctx, filepath.Join(dir, "claude-agent.tar"))
@@ -70,13 +89,19 @@ func (e *Env) ctr(ctx context.Context, args ...string) error {
 // SandboxManifest is the pod of docs/examples/sandbox-pod.yaml as written there except its agent
 // image, which is image.
 func (e *Env) SandboxManifest(image string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(e.Root, "docs", "examples", "sandbox-pod.yaml"))
+	return e.ExampleManifest("sandbox-pod.yaml", image)
+}
+
+// ExampleManifest is the pod of docs/examples/<example> as written there except its agent image,
+// which is image.
+func (e *Env) ExampleManifest(example, image string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(e.Root, "docs", "examples", example))
 	if err != nil {
 		return "", err
 	}
 	const exampleImage = "registry.example/coding-agent:1.0"
 	if !bytes.Contains(b, []byte(exampleImage)) {
-		return "", fmt.Errorf("docs/examples/sandbox-pod.yaml no longer names the agent image %s", exampleImage)
+		return "", fmt.Errorf("docs/examples/%s no longer names the agent image %s", example, exampleImage)
 	}
 	return strings.Replace(string(b), exampleImage, image, 1), nil
 }

@@ -74,7 +74,7 @@ func TestClaudeCodeInPod(t *testing.T) {
 	}
 	defer env.Stop()
 	mustDo(t, env.InstallChart(ctx))
-	mustDo(t, env.ImportClaudeAgent(ctx, claude))
+	mustDo(t, env.ImportClaudeAgent(ctx, localenv.AgentCLIs{Claude: claude, Codex: codexBinary(t), Gemini: filepath.Dir(filepath.Dir(geminiJS(t)))}))
 	standIn, err := env.DeployMessagesStandIn(ctx)
 	mustDo(t, err)
 
@@ -85,7 +85,7 @@ func TestClaudeCodeInPod(t *testing.T) {
 	mustDo(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podNamespace}}))
 	p := harnessSamplePolicy(t)
 	p.Namespace = podNamespace
-	p.Spec.Egress = gatev1.EgressSpec{AllowedCIDRs: []gatev1.CIDR{gatev1.CIDR(standIn + "/32")}, Ports: []int32{8080}}
+	p.Spec.Egress = gatev1.EgressSpec{AllowedCIDRs: []gatev1.CIDR{gatev1.CIDR(standIn + "/32")}, Ports: localenv.StandInPorts}
 	mustDo(t, c.Create(ctx, p))
 	policyKey := types.NamespacedName{Namespace: podNamespace, Name: p.Name}
 	policy := waitPolicy(ctx, t, env, policyKey, 1)
@@ -204,8 +204,8 @@ func TestClaudeCodeInPod(t *testing.T) {
 	defer removeFleet()
 	t.Logf("fleet cases: %s", fleetNames(fleet))
 	edit := cases[len(cases)-1]
-	cases = append(append(append(cases[:len(cases)-1], faultCases...), fleet...), edit)
-	for _, tc := range cases {
+	cases = append(append(cases[:len(cases)-1], faultCases...), fleet...)
+	run := func(tc podCase) {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t)
@@ -219,6 +219,12 @@ func TestClaudeCodeInPod(t *testing.T) {
 			record(t, claudePkg, "in a pod: "+tc.name, ok, detail)
 		})
 	}
+	for _, tc := range cases {
+		run(tc)
+	}
+	// Codex and Gemini CLI under the same policy, before the edit (which blocks touch).
+	otherAgentsInPod(ctx, t, env)
+	run(edit)
 }
 
 // podCase is one case of TestClaudeCodeInPod.
