@@ -22,7 +22,8 @@ NODE_BIN="${ROOT}/bin/node"
 CONTAINERD_DIR="${NODE_BIN}/containerd-${CONTAINERD_VERSION}"
 CNI_DIR="${NODE_BIN}/cni-plugins-${CNI_PLUGINS_VERSION}"
 KUBE_ROUTER_DIR="${NODE_BIN}/kube-router-${KUBE_ROUTER_VERSION}"
-DEBIAN_PACKAGES=(runc iptables nftables conntrack ipset iproute2)
+# strace: the conformance suite traces every connect of Codex CLI and Gemini CLI (test/conformance/offline_test.go).
+DEBIAN_PACKAGES=(runc iptables nftables conntrack ipset iproute2 strace)
 
 step() { printf '[node-build %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
