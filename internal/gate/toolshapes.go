@@ -120,6 +120,8 @@ var toolShapes = []ToolShape{
 	// Gemini CLI's own built-ins.
 	{Names: []string{"run_shell_command"}, Runtimes: gemini, Kind: KindExec, Shell: fieldCommand, ShellDir: "dir_path"},
 	{Names: []string{"read_file"}, Runtimes: gemini, Kind: KindRead, Reads: []string{fieldFilePath + "|absolute_path"}},
+	// read_many_files is in the bundle (READ_MANY_FILES_TOOL_NAME) but not offered to a headless
+	// run of 0.61.0.
 	{Names: []string{"read_many_files"}, Runtimes: gemini, Kind: KindRead, ReadLists: []string{"include"}},
 	{Names: []string{"list_directory"}, Runtimes: gemini, Kind: KindRead, Dir: "dir_path|path"},
 	{Names: []string{"grep_search", "search_file_content"}, Runtimes: gemini, Kind: KindRead, Dir: "dir_path|path"},
@@ -127,13 +129,11 @@ var toolShapes = []ToolShape{
 	{Names: []string{"replace"}, Runtimes: gemini, Kind: KindWrite, Reads: []string{fieldFilePath}, Writes: []string{fieldFilePath}},
 	{Names: []string{"google_web_search"}, Runtimes: gemini, Kind: KindFetch},
 	// Its enter_plan_mode and exit_plan_mode are EnterPlanMode's and ExitPlanMode's row, folded.
-	// save_memory appends a fact to the user's GEMINI.md, outside any workspace, and names no
-	// path in its input; a rule that needs to refuse it names the tool.
 	{Names: []string{
-		"save_memory", "write_todos", "ask_user", "activate_skill",
+		"write_todos", "ask_user", "activate_skill",
 		"update_topic", "complete_task", "invoke_agent", "get_internal_docs", "tracker_create_task",
 		"tracker_update_task", "tracker_get_task", "tracker_list_tasks", "tracker_add_dependency",
-		"tracker_visualize",
+		"tracker_visualize", "list_background_processes", "read_background_output",
 	}, Runtimes: gemini, Kind: KindOther},
 }
 
