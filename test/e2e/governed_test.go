@@ -98,7 +98,7 @@ func testGovernedPods(ctx context.Context, t *testing.T, env *localenv.Env, pod 
 	}
 	install, wait, sidecar := stored.Spec.InitContainers[0], stored.Spec.InitContainers[1], stored.Spec.InitContainers[len(stored.Spec.InitContainers)-1]
 	if strings.Join(order, ",") != webhook.InstallContainerName+","+webhook.EgressWaitContainerName+","+webhook.GateAgentContainerName+",sidecar" ||
-		install.Command[0] != "/gate-hook" || wait.Command[0] != "/egress-wait" || len(sidecar.VolumeMounts) != 5 {
+		install.Command[0] != "/gate-hook" || wait.Command[0] != "/egress-wait" || len(sidecar.VolumeMounts) != 7 {
 		t.Errorf("the pod as stored: init containers %v, install %q, wait %q, sidecar mounts %v", order, install.Command, wait.Command, sidecar.VolumeMounts)
 	} else {
 		t.Logf("the pod's own install-gate-hook and wait-for-egress-policy are replaced by the rendered ones (%q, %q), first, then gate-agent; the pod's native sidecar has the gate's mounts and starts after them", install.Command, wait.Command)

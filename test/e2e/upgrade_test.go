@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/localenv"
 	"github.com/intutic/gate-operator/internal/testutil"
@@ -141,8 +142,10 @@ func installByUpgrade(ctx context.Context, t *testing.T, env *localenv.Env, valu
 		return c.Get(ctx, policyKey, policy) == nil && policy.Status.ObservedGeneration == policy.Generation &&
 			c.Get(ctx, bundleKey, after) == nil && strings.Contains(after.Data[gate.SnapshotFileName], "after the upgrade")
 	})
-	if got, want := slices.Sorted(maps.Keys(after.Data)), slices.Sorted(maps.Keys(before.Data)); !slices.Equal(got, want) {
-		t.Errorf("the bundle of a namespace policy has keys %v after the upgrade, %v before", got, want)
+	// The same files, and the managed configuration of the runtimes this release added.
+	added := []string{bootstrap.KeyCodexManagedConfig, bootstrap.KeyCodexRequirements, bootstrap.KeyGeminiSettings}
+	if got, want := slices.Sorted(maps.Keys(after.Data)), slices.Compact(slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(before.Data)), added...)))); !slices.Equal(got, want) {
+		t.Errorf("the bundle of a namespace policy has keys %v after the upgrade, want %v: those before and %v", got, want, added)
 	}
 	start = time.Now()
 	// The old pod's hook decides with the edit.
