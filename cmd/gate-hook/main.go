@@ -81,6 +81,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 	if err := fs.Parse(args); err != nil {
 		return a.answer(gate.Refuse(gate.CodeInputInvalid, "gate-hook was started with invalid flags"))
 	}
+	// A runtime gate-hook does not know is refused before the token is taken: without the
+	// answer line, the registered command denies in its own runtime's format, which gate-hook
+	// cannot write for a runtime it does not know.
+	rt, ok := runtimes.Lookup(*runtimeName)
+	if !ok {
+		return a.answer(gate.Refuse(gate.CodeInputInvalid, "gate-hook does not know the runtime "+strconv.Quote(*runtimeName)))
+	}
+	a.runtime = rt
 	if *token != "" {
 		if err := claudecode.CheckAnswerToken(*token); err != nil {
 			return a.answer(gate.Refuse(gate.CodeInputInvalid, "gate-hook was started with an invalid --answer-token: "+err.Error()))
@@ -88,11 +96,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (exit int) {
 		a.token = *token
 	}
 	a.explicitAllow = *explicitAllow
-	rt, ok := runtimes.Lookup(*runtimeName)
-	if !ok {
-		return a.answer(gate.Refuse(gate.CodeInputInvalid, "gate-hook does not know the runtime "+strconv.Quote(*runtimeName)))
-	}
-	a.runtime = rt
 	if *install != "" {
 		if err := installSelf(*install); err != nil {
 			fmt.Fprintln(stderr, "gate-hook --install:", err)

@@ -156,6 +156,11 @@ const hookPath = "/usr/bin:/bin"
 func geminiSettings(opts Options) (string, error) {
 	env := maps.Clone(PinnedEnv)
 	env["PATH"] = hookPath
+	// bash imports a function from a variable BASH_FUNC_<name>%% and runs it in place of the
+	// builtin of that name: the registered command's builtins are pinned to no function.
+	for _, builtin := range []string{"read", "printf", "[", "test", "exit"} {
+		env["BASH_FUNC_"+builtin+"%%"] = ""
+	}
 	f := geminiSettingsFile{
 		HooksConfig: geminiHooksConfig{Enabled: true},
 		Hooks: map[string][]geminiMatcher{"BeforeTool": {{

@@ -216,7 +216,8 @@ func geminiRegistered(t *testing.T, settings string, timeout int) string {
 		t.Fatalf("want hooks enabled and one BeforeTool hook on every tool, got %+v", s)
 	}
 	h := bt[0].Hooks[0]
-	if h.Type != "command" || h.Timeout != timeout || h.Name != GeminiHookName || h.Env["PATH"] != hookPath || h.Env["BASH_ENV"] != "" {
+	_, noRead := h.Env["BASH_FUNC_read%%"]
+	if h.Type != "command" || h.Timeout != timeout || h.Name != GeminiHookName || h.Env["PATH"] != hookPath || h.Env["BASH_ENV"] != "" || !noRead {
 		t.Fatalf("the BeforeTool hook is %+v", h)
 	}
 	return h.Command

@@ -4,7 +4,6 @@ package gate
 
 import (
 	"net/url"
-	"slices"
 	"strings"
 
 	"cel.dev/cel-go/common/types"
@@ -135,8 +134,12 @@ func (v *CallView) addShell(shape *ToolShape, input map[string]any, cmd, cwd str
 	v.Reads = append(v.Reads, sh.Reads...)
 	v.Writes = append(v.Writes, sh.Writes...)
 	v.URLs = append(v.URLs, sh.URLs...)
-	if slices.ContainsFunc(v.Commands, isPatchCommand) {
-		v.addPatch(cmd, dir)
+	// Codex applies such a patch in the directory the command runs in (after a cd, say); where
+	// the line does not say which, its relative paths stay relative, under no directory.
+	for _, c := range v.Commands {
+		if isPatchCommand(c) {
+			v.addPatch(cmd, c.Cwd)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"strings"
+	"unicode"
 
 	"github.com/intutic/gate-operator/internal/gate/toolname"
 )
@@ -117,13 +118,16 @@ func viewShellKnown(tool string, input map[string]any) (known, ok bool) {
 	return true, true
 }
 
+// jsSpace is JavaScript's \s: Go's white space (unicode.IsSpace) and the byte order mark.
+func jsSpace(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' }
+
 // textURLs are the words of a text field that hold "://", as Gemini CLI's web_fetch finds the
 // URLs in its prompt: the text split on white space, every word with "://" a URL (it refuses the
 // call when one does not parse, or is not http or https).
 func textURLs(input map[string]any, field string) []string {
 	text, _ := stringField(input, field)
 	var urls []string
-	for _, w := range strings.Fields(text) {
+	for _, w := range strings.FieldsFunc(text, jsSpace) {
 		if strings.Contains(w, "://") {
 			urls = append(urls, w)
 		}

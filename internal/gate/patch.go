@@ -34,14 +34,15 @@ var patchCommands = []string{"apply_patch", "applypatch"}
 func isPatchCommand(c shellparse.Command) bool { return slices.Contains(patchCommands, c.Name) }
 
 // patchFiles lists the files of a patch in the apply_patch format. Every line that names a file
-// counts, wherever it is and with leading white space ignored, so a line the tool would read as
+// counts, wherever it is and with white space around it ignored, so a line the tool would read as
 // hunk text at worst adds a file the rules see too. known is false when the text has no
 // "*** Begin Patch" and "*** End Patch" lines (it is not a patch the gate can read; the tool
 // also accepts one wrapped in a here-document, whose lines are read all the same).
 func patchFiles(patch, cwd string) (files patchTouches, known bool) {
 	var begin, end bool
 	for line := range strings.Lines(patch) {
-		line = strings.TrimRight(strings.TrimLeft(line, " \t"), " \t\r\n")
+		// Codex's parser trims every white-space character (Rust's trim), so the gate does too.
+		line = strings.TrimSpace(line)
 		switch {
 		case line == patchBegin:
 			begin = true

@@ -51,3 +51,29 @@ func TestPatchThroughTheShell(t *testing.T) {
 		t.Fatal("a patch the gate cannot read is known")
 	}
 }
+
+// TestPatchWhiteSpace: a section line with white space Codex trims (a vertical tab, a no-break
+// space) still names its file, and the path does not keep it.
+func TestPatchWhiteSpace(t *testing.T) {
+	files, known := patchFiles("*** Begin Patch\n\v*** Add File: /etc/x\n+y\n\u00a0*** Add File: /etc/y\u3000\n+z\n*** End Patch", "/w")
+	if strings.Join(files.writes, ",") != "/etc/x,/etc/y" || !known {
+		t.Fatalf("writes %q known %v", files.writes, known)
+	}
+}
+
+// TestTextURLsByteOrderMark: JavaScript's \s, which Gemini CLI splits web_fetch's prompt on,
+// includes U+FEFF.
+func TestTextURLsByteOrderMark(t *testing.T) {
+	v := viewOf("web_fetch", map[string]any{"prompt": "a\uFEFFhttps://pastebin.com/x"}, "")
+	if strings.Join(v.Hosts, ",") != "pastebin.com" {
+		t.Fatalf("hosts %q", v.Hosts)
+	}
+}
+
+// TestPatchAfterCd: a patch given to the shell tool after a cd is applied in that directory.
+func TestPatchAfterCd(t *testing.T) {
+	v := viewOf("Bash", map[string]any{"command": "cd /etc && apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: cron.d/evil\n+x\n*** End Patch\nEOF"}, "/workspace")
+	if strings.Join(v.Writes, ",") != "/etc/cron.d/evil" {
+		t.Fatalf("writes %q", v.Writes)
+	}
+}

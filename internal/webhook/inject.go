@@ -484,6 +484,11 @@ func ensureMount(c *corev1.Container, m corev1.VolumeMount) error {
 		case m.SubPath != "" && p != "/" && strings.HasPrefix(m.MountPath, p+"/"):
 			return &ConflictError{fmt.Sprintf("container %s mounts %s at %s, a directory above %s, which the gate mounts alone and whose directory must stay the image's (root-owned, not writable); remove that mount, or list the container in annotation %s",
 				c.Name, describeMount(have), p, m.MountPath, AnnotationSkipContainers)}
+		case m.SubPath != "" && strings.HasPrefix(p, path.Dir(m.MountPath)+"/"):
+			// Beside the file: in Gemini CLI's directory, system-defaults.json or a policy would
+			// be read as the system's own.
+			return &ConflictError{fmt.Sprintf("container %s mounts %s at %s, beside %s in a directory the runtime reads as managed configuration; remove that mount, or list the container in annotation %s",
+				c.Name, describeMount(have), p, m.MountPath, AnnotationSkipContainers)}
 		case p == m.MountPath:
 			return &ConflictError{fmt.Sprintf("container %s mounts %s at %s, where the gate mounts %s: remove that mount, or list the container in annotation %s",
 				c.Name, describeMount(have), m.MountPath, m.Name, AnnotationSkipContainers)}

@@ -186,6 +186,13 @@ func TestPodConflictsRefused(t *testing.T) {
 
 	// A writable volume at Gemini CLI's settings directory would make that directory mode 0777,
 	// and Gemini CLI would ignore the settings in it.
+	pod = examplePod(t, "sandbox-pod-labelled.yaml", ns)
+	pod.Spec.Volumes = []corev1.Volume{{Name: "defaults", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "mine"}}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "defaults", MountPath: "/etc/gemini-cli/system-defaults.json", SubPath: "system-defaults.json"}}
+	err = k8sClient.Create(ctx, pod)
+	if err == nil || !strings.Contains(err.Error(), "container agent mounts volume defaults (a sub-path of it) at /etc/gemini-cli/system-defaults.json, beside /etc/gemini-cli/settings.json") {
+		t.Errorf("a file beside Gemini CLI's system settings: %v", err)
+	}
 	for _, dir := range []string{"/etc/gemini-cli", "/etc"} {
 		pod = examplePod(t, "sandbox-pod-labelled.yaml", ns)
 		pod.Spec.Volumes = []corev1.Volume{{Name: "etc", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}

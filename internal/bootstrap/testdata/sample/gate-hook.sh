@@ -47,11 +47,15 @@ else
 fi
 pid=$!
 # The watchdog holds none of the runtime's pipes, so it never delays the answer; it drops the
-# EXIT trap it inherits, so ending it can never print a decision. Ended early, it ends its sleep
-# too, so nothing of the call outlives it (a runtime or tracer that waits for every process of
-# the hook would otherwise wait out the limit).
+# EXIT trap it inherits, so ending it can never print a decision. Ended early (TERM), it ends its
+# sleep too, so nothing of the call outlives it (a runtime or tracer that waits for every process
+# of the hook would otherwise wait out the limit). It starts with TERM ignored, until it has
+# dropped the EXIT trap and set its own: a TERM before that is ignored, never an exit that runs
+# the inherited trap (which would print a second answer).
+trap '' TERM
 ( trap - EXIT; sleep 10 & s=$!; trap 'kill -9 "$s"; exit 0' TERM; wait "$s"; kill -9 "$pid" ) </dev/null >/dev/null 2>&1 3<&- &
 watchdog=$!
+trap - TERM
 wait "$pid"
 status=$?
 kill -TERM "$watchdog" 2>/dev/null
