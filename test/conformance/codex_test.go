@@ -162,20 +162,16 @@ func TestCodexCLI(t *testing.T) {
 			},
 			check: codexBlocked("the policy snapshot is not valid JSON")},
 	}
-	var stray []string
+	var offline strayLog
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runCodex(t, codex, hookBin, tc)
-			if s, err := strayConnects(r.run.trace, r.run.standIn); err != nil {
-				stray = append(stray, tc.name+": "+err.Error())
-			} else if len(s) > 0 {
-				stray = append(stray, tc.name+": "+strings.Join(s, ", "))
-			}
+			offline.check(tc.name, r.run)
 			ok, detail := tc.check(r)
 			record(t, codexPkg, tc.name, ok, detail)
 		})
 	}
-	record(t, codexPkg, fmt.Sprintf("offline: in %d runs, no connect to any address but the stand-in's", len(cases)), len(stray) == 0, strings.Join(stray, "; "))
+	offline.record(t, codexPkg)
 }
 
 // runCodex runs one case: the bundle and /etc/codex as a pod has them, the agent's own

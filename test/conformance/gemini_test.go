@@ -4,7 +4,6 @@ package conformance
 
 import (
 	"encoding/json"
-	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -180,20 +179,16 @@ func TestGeminiCLI(t *testing.T) {
 			},
 			check: geminiBlocked("the policy snapshot is not valid JSON")},
 	}
-	var stray []string
+	var offline strayLog
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runGemini(t, js, hookBin, tc)
-			if s, err := strayConnects(r.run.trace, r.run.standIn); err != nil {
-				stray = append(stray, tc.name+": "+err.Error())
-			} else if len(s) > 0 {
-				stray = append(stray, tc.name+": "+strings.Join(s, ", "))
-			}
+			offline.check(tc.name, r.run)
 			ok, detail := tc.check(r)
 			record(t, geminiPkg, tc.name, ok, detail)
 		})
 	}
-	record(t, geminiPkg, fmt.Sprintf("offline: in %d runs, no connect to any address but the stand-in's", len(cases)), len(stray) == 0, strings.Join(stray, "; "))
+	offline.record(t, geminiPkg)
 }
 
 // runGemini runs one case: the bundle and the system settings as a pod has them, the agent's

@@ -133,6 +133,29 @@ func strayConnects(trace, allowed string) ([]string, error) {
 	return out, nil
 }
 
+// strayLog collects, over a CLI's offline runs, every connect to an address but the stand-in's,
+// for the suite's one "offline" row per CLI.
+type strayLog struct {
+	runs  int
+	stray []string
+}
+
+// check adds the stray connects of the run of case name.
+func (l *strayLog) check(name string, r offlineRun) {
+	l.runs++
+	if s, err := strayConnects(r.trace, r.standIn); err != nil {
+		l.stray = append(l.stray, name+": "+err.Error())
+	} else if len(s) > 0 {
+		l.stray = append(l.stray, name+": "+strings.Join(s, ", "))
+	}
+}
+
+// record records the row: it passes when no run connected anywhere but the stand-in.
+func (l *strayLog) record(t *testing.T, peer string) {
+	t.Helper()
+	record(t, peer, fmt.Sprintf("offline: in %d runs, no connect to any address but the stand-in's", l.runs), len(l.stray) == 0, strings.Join(l.stray, "; "))
+}
+
 // TestStrayConnects reads strace's connect lines as this machine's strace 6.1 writes them.
 func TestStrayConnects(t *testing.T) {
 	trace := `123 connect(21, {sa_family=AF_INET, sin_port=htons(41233), sin_addr=inet_addr("127.0.0.1")}, 16) = 0
