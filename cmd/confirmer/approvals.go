@@ -20,6 +20,7 @@ import (
 	"github.com/intutic/gate-operator/internal/approvals"
 	"github.com/intutic/gate-operator/internal/confirm"
 	"github.com/intutic/gate-operator/internal/confirmerconfig"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 )
 
 // The ToolApproval client's own rate limit: a bulk approval of many calls turns into at most
@@ -34,7 +35,7 @@ const (
 // held call without the answers already given, and the Event recorder. The watch that acts on
 // the changes starts with the function it returns, once the confirmer (nil when it watches no
 // sessions) is wired. Without --confirmer-name it returns nil and a function that does nothing.
-func startApprovals(ctx context.Context, wg *sync.WaitGroup, o confirmerconfig.Config, cfg *rest.Config, kube kubernetes.Interface, m *confirm.Metrics, log logr.Logger) (*approvals.Store, func(*confirm.Confirmer), error) {
+func startApprovals(ctx context.Context, wg *sync.WaitGroup, o confirmerconfig.Config, cfg *rest.Config, kube kubernetes.Interface, m *confirm.Metrics, trail *decisionlog.Recorder, log logr.Logger) (*approvals.Store, func(*confirm.Confirmer), error) {
 	if o.ConfirmerName == "" {
 		return nil, func(*confirm.Confirmer) {}, nil
 	}
@@ -85,7 +86,7 @@ func startApprovals(ctx context.Context, wg *sync.WaitGroup, o confirmerconfig.C
 		Client: cl, Reader: c, Recorder: broadcaster.NewRecorder(scheme, "gate-confirmer"),
 		Namespace: ns, Confirmer: o.ConfirmerName, ConfirmerUID: types.UID(o.ConfirmerUID), Policy: o.Policy,
 		ShowInput: o.HumanApprovalShowInput, Deadline: o.HumanApprovalDeadline, Log: log, Clock: clock.RealClock{},
-		Metrics: &approvals.Metrics{Approvals: m.Approvals, Latency: m.ApprovalLatency},
+		Metrics: &approvals.Metrics{Approvals: m.Approvals, Latency: m.ApprovalLatency}, Trail: trail,
 	}
 	run := func(cf *confirm.Confirmer) {
 		w := &approvals.Watch{Approvals: a}

@@ -63,13 +63,16 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(liveHeapMetrics)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := confirm.NewMetrics(reg)
-	decisions := decisionlog.New(log, reg) // one record of every decision, on every surface
+	// One record of every decision, on every surface, as NDJSON on stdout (logs go to stderr).
+	trail := decisionlog.NewWriter(os.Stdout, decisionlog.WriterOptions{AllowRate: float64(o.RecordAllowRate), AllowBurst: o.RecordAllowBurst, Registerer: reg})
+	defer trail.Close()
+	decisions := decisionlog.New(trail, trailSource(o), reg)
 
 	g := gate.New(o.Workspace)
 	reloader := &confirm.Reloader{Gate: g, Path: o.Snapshot, Workspace: o.Workspace, Log: log.WithName("snapshot"), Metrics: metrics}
 	_ = reloader.Load() // until a snapshot verifies, every call is refused and /readyz says why
 
-	api := &gateapi.API{Gate: g, HarnessSettings: o.HarnessSettings, Decisions: decisions.Named("gate"), Gatherer: reg, Log: log.WithName("gate")}
+	api := &gateapi.API{Gate: g, HarnessSettings: o.HarnessSettings, Decisions: decisions, Gatherer: reg, Log: log.WithName("gate")}
 
 	var kube, reviews kubernetes.Interface
 	var kcfg *rest.Config
@@ -89,7 +92,7 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	}
 
 	var wg sync.WaitGroup
-	approvals, watchApprovals, err := startApprovals(ctx, &wg, o, kcfg, kube, metrics, log.WithName("approvals"))
+	approvals, watchApprovals, err := startApprovals(ctx, &wg, o, kcfg, kube, metrics, decisions, log.WithName("approvals"))
 	if err != nil {
 		stop()
 		wg.Wait()
@@ -107,7 +110,7 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 			return err
 		}
 		confirmer = &confirm.Confirmer{Client: client, Gate: g, Deadline: o.HumanApprovalDeadline, Log: log.WithName("confirmer"),
-			Decisions: decisions.Named("confirmer"), Metrics: metrics, Approvals: approvals}
+			Decisions: decisions, Metrics: metrics, Approvals: approvals}
 		if o.MembersLease != "" {
 			confirmer.Shard = confirm.NewShard(identity(o))
 		}
@@ -151,6 +154,19 @@ func run(o confirmerconfig.Config, log logr.Logger) error {
 	err = shutdown(sctx, servers)
 	wg.Wait()
 	return err
+}
+
+// trailSource is what the confirmer stamps on its decision records: its namespace (--namespace,
+// else the pod's), SessionConfirmer and policy, as far as its flags name them.
+func trailSource(o confirmerconfig.Config) decisionlog.Source {
+	src := decisionlog.Source{ReportedBy: decisionlog.ReportedByConfirmer, Namespace: o.Namespace, Confirmer: o.ConfirmerName}
+	if src.Namespace == "" {
+		src.Namespace = leaseNamespace(confirmerconfig.Config{})
+	}
+	if o.Policy != "" && src.Namespace != "" {
+		src.Policy = src.Namespace + "/" + o.Policy
+	}
+	return src
 }
 
 // listenAndServe runs each server; the channel receives the error of any that stops.

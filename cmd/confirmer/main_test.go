@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +21,8 @@ import (
 	"time"
 
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
+	"github.com/intutic/gate-operator/internal/decisionlog"
+	"github.com/intutic/gate-operator/internal/decisionlog/decisionlogtest"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/promscrape"
 	"github.com/intutic/gate-operator/internal/testutil"
@@ -85,12 +88,12 @@ func TestConfirmerAnswersSessions(t *testing.T) {
 	}
 
 	addr, metricsAddr := freePort(t), freePort(t)
-	logs := &syncBuffer{}
+	logs, records := &syncBuffer{}, &syncBuffer{}
 	cmd := exec.Command(bin, "--listen", addr, "--metrics-listen", metricsAddr, "--insecure-no-auth",
 		"--snapshot", filepath.Join(dir, gate.SnapshotFileName),
 		"--anthropic-base-url", fake.URL, "--anthropic-api-key-file", filepath.Join(dir, "api-key"),
 		"--anthropic-ca-file", filepath.Join(dir, "ca.pem"), "--agent-ids", "agent_cli", "--poll-interval", "1s")
-	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.Stdout, cmd.Stderr = records, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -168,22 +171,20 @@ func TestConfirmerAnswersSessions(t *testing.T) {
 		t.Fatal("the confirmer did not shut down")
 	}
 
-	// Audit lines are JSON, one per decision, without the input or the key.
-	if strings.Contains(logs.String(), "rm -rf") || strings.Contains(logs.String(), key) {
-		t.Fatalf("the logs carry a tool input or the API key:\n%s", logs.String())
-	}
-	decisions := 0
-	for _, line := range strings.Split(logs.String(), "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "decision" {
-			decisions++
-			if rec["incidentId"] == "" || rec["inputSha256"] == "" {
-				t.Fatalf("audit line %s", line)
-			}
+	// stdout is the decision trail: one record per decision, each admitted by the schema,
+	// without the input or the key; the logs on stderr hold neither.
+	for _, out := range []string{logs.String(), records.String()} {
+		if strings.Contains(out, "rm -rf") || strings.Contains(out, key) {
+			t.Fatalf("the output carries a tool input or the API key:\n%s", out)
 		}
 	}
-	if decisions < 3 {
-		t.Fatalf("%d audit lines; logs:\n%s", decisions, logs.String())
+	var decisions []decisionlog.Record
+	for line := range strings.SplitSeq(strings.TrimSuffix(records.String(), "\n"), "\n") {
+		decisions = append(decisions, decisionlogtest.Validate(t, []byte(line)))
+	}
+	if len(decisions) < 3 || !slices.ContainsFunc(decisions, func(r decisionlog.Record) bool { return r.Surface == gate.SurfaceManagedAgents && r.Verdict == "Block" }) ||
+		!slices.ContainsFunc(decisions, func(r decisionlog.Record) bool { return r.Surface == gate.SurfaceAPI && r.Verdict == "Allow" }) {
+		t.Fatalf("records on stdout:\n%s\nlogs:\n%s", records.String(), logs.String())
 	}
 }
 

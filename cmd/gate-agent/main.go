@@ -29,12 +29,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gateagent"
 )
 
 // options are gate-agent's flags.
 type options struct {
 	bundleDir, socket, fallbackSpool, healthAddr, metricsAddr string
+	recordAllowRate                                           float64
+	recordAllowBurst                                          int
 }
 
 func main() {
@@ -46,6 +49,8 @@ func main() {
 	flags.StringVar(&o.fallbackSpool, "fallback-spool", "/run/gate-fallback/fallback.ndjson", "the file gate-hook appends the calls it decided without the sidecar to; empty for none")
 	flags.StringVar(&o.healthAddr, "health-bind-address", ":18082", "address of /readyz and /healthz; empty for none")
 	flags.StringVar(&o.metricsAddr, "metrics-bind-address", ":18081", "address of /metrics; empty for none")
+	flags.Float64Var(&o.recordAllowRate, "record-allow-rate", decisionlog.DefaultAllowRate, "Allow decision records written per second at most; past it they are dropped and counted, every other record is kept")
+	flags.IntVar(&o.recordAllowBurst, "record-allow-burst", decisionlog.DefaultAllowBurst, "Allow decision records written in a burst above --record-allow-rate")
 	if err := flags.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -68,7 +73,8 @@ func run(o options, log logr.Logger) error {
 	// The spool's offset is kept beside the socket: that directory is this container's alone
 	// and outlives it, so a restarted sidecar does not report the same fallbacks again.
 	srv, err := gateagent.New(gateagent.Options{BundleDir: o.bundleDir, FallbackSpool: o.fallbackSpool,
-		SpoolState: filepath.Join(filepath.Dir(o.socket), "fallback.offset"), Records: os.Stdout, Log: log, Registerer: reg})
+		SpoolState: filepath.Join(filepath.Dir(o.socket), "fallback.offset"), Records: os.Stdout, Log: log, Registerer: reg,
+		RecordOptions: decisionlog.WriterOptions{AllowRate: o.recordAllowRate, AllowBurst: o.recordAllowBurst}})
 	if err != nil {
 		return err
 	}

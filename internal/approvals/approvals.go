@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
@@ -54,7 +55,9 @@ type Store struct {
 	// call (Managed Agents: its processed_at; the HTTP surfaces: the request).
 	Deadline time.Duration
 	Metrics  *Metrics
-	Log      logr.Logger
+	// Trail writes the decision record of each outcome (surface tool-approval); nil writes none.
+	Trail *decisionlog.Recorder
+	Log   logr.Logger
 	// Clock reads the time; nil is the real clock.
 	Clock clock.PassiveClock
 }
@@ -460,6 +463,35 @@ func (a *Store) Outcome(ta *gatev1.ToolApproval, reason, note string) {
 	}
 	a.Log.Info("approval", kv...)
 	a.event(ta, typ, reason, "%s", note)
+	a.Trail.Write(OutcomeRecord(ta, reason))
+}
+
+// OutcomeRecord is the decision record of an approval's outcome: the verdict the caller got
+// (Allow for Allowed; Ask for AnsweredInRuntime, which the runtime's own human answered; Block
+// otherwise), the approval and who answered it, and the call it held (tool, session, tool use,
+// rule, input size and SHA-256, never the input).
+func OutcomeRecord(ta *gatev1.ToolApproval, outcome string) decisionlog.Record {
+	verdict := gate.Block
+	switch outcome {
+	case EventAllowed:
+		verdict = gate.Allow
+	case EventAnsweredInRuntime:
+		verdict = gate.Ask
+	}
+	rec := decisionlog.Record{
+		Schema: decisionlog.Schema, Time: decisionlog.Now(), DecisionID: gate.NewIncidentID(), Surface: decisionlog.SurfaceToolApproval,
+		Agent: ta.Spec.AgentID, Session: ta.Spec.SessionID, ToolUseID: ta.Spec.ToolUseID, Digest: ta.Spec.SnapshotDigest,
+		Rule: ta.Spec.Rule, Verdict: string(verdict), Enforcement: decisionlog.EnforcementEnforce, Reason: ta.Spec.Reason, Tool: ta.Spec.Tool,
+		InputBytes: ta.Spec.Input.Size, InputSHA256: ta.Spec.Input.SHA256,
+		Approval: &decisionlog.ApprovalRecord{Name: ta.Name, State: string(ta.Status.State), Outcome: outcome},
+	}
+	if ta.Spec.Policy != "" {
+		rec.Policy = ta.Namespace + "/" + ta.Spec.Policy
+	}
+	if d := ta.Status.Decision; d != nil {
+		rec.Approval.User = d.User
+	}
+	return rec
 }
 
 func (a *Store) count(result string) {

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/decisionlog"
+	"github.com/intutic/gate-operator/internal/decisionlog/decisionlogtest"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
@@ -77,6 +79,42 @@ func TestApprovalRecordsTheClusterLayer(t *testing.T) {
 			Decision: gate.Decision{Verdict: gate.Ask, Rule: "deploys-ask", Layer: layer}})
 		if ta.Spec.ClusterPolicy != want || ta.Spec.Policy != "coding-agents" {
 			t.Errorf("layer %q: clusterPolicy %q, policy %q; want %q, coding-agents", layer, ta.Spec.ClusterPolicy, ta.Spec.Policy, want)
+		}
+	}
+}
+
+// TestOutcomeRecords: each outcome is one decision record the schema admits, with the
+// verdict the caller got, who answered, and the call it held, never its input.
+func TestOutcomeRecords(t *testing.T) {
+	var out decisionlogtest.Buffer
+	w := decisionlog.NewWriter(&out, decisionlog.WriterOptions{})
+	a := &Store{Namespace: "agents", Confirmer: "coding-agents", ConfirmerUID: "uid-1", Policy: "coding-agents",
+		Trail: decisionlog.New(w, decisionlog.Source{ReportedBy: decisionlog.ReportedByConfirmer, Namespace: "agents", Confirmer: "coding-agents"}, nil)}
+	ta := a.Object(Request{Surface: gatev1.SurfaceManagedAgents, Session: "sesn_1", Agent: "agent_1", ToolUseID: "sevt_1", Tool: "bash",
+		RawInput: []byte(`{"command":"deploy SECRET"}`), ExpiresAt: time.Now().Add(time.Hour),
+		Decision: gate.Decision{Verdict: gate.Ask, Rule: "deploys-ask", Reason: "deploys need a human", SnapshotDigest: "sha256:abc"}})
+	approved := ta.DeepCopy()
+	approved.Status.State = gatev1.ApprovalApproved
+	approved.Status.Decision = &gatev1.ToolApprovalDecision{User: "alice"}
+	a.Outcome(approved, EventAllowed, "sent allow")
+	expired := ta.DeepCopy()
+	expired.Status.State = gatev1.ApprovalExpired
+	a.Outcome(expired, EventExpired, "no answer")
+	w.Close()
+	if strings.Contains(out.String(), "SECRET") {
+		t.Fatalf("a record holds the input: %s", out.String())
+	}
+	recs := decisionlogtest.ValidateLines(t, out.String())
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2:\n%s", len(recs), out.String())
+	}
+	for i, want := range []struct{ verdict, state, outcome, user string }{{"Allow", "Approved", "Allowed", "alice"}, {"Block", "Expired", "Expired", ""}} {
+		r := recs[i]
+		if r.Surface != decisionlog.SurfaceToolApproval || r.Verdict != want.verdict || r.Approval == nil || r.Approval.Name != ta.Name ||
+			r.Approval.State != want.state || r.Approval.Outcome != want.outcome || r.Approval.User != want.user || r.Rule != "deploys-ask" ||
+			r.Session != "sesn_1" || r.Agent != "agent_1" || r.ToolUseID != "sevt_1" || r.Tool != "bash" || r.Policy != "agents/coding-agents" ||
+			r.Confirmer != "coding-agents" || r.Digest != "sha256:abc" || r.InputSHA256 != InputDigest([]byte(`{"command":"deploy SECRET"}`)) {
+			t.Errorf("record %d: %+v, want %+v", i, r, want)
 		}
 	}
 }

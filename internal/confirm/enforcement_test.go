@@ -3,14 +3,13 @@ package confirm
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/decisionlog"
+	"github.com/intutic/gate-operator/internal/decisionlog/decisionlogtest"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
 
@@ -25,42 +24,37 @@ func TestConfirmerAuditedBlockIsAllowed(t *testing.T) {
 	)
 	c := newConfirmer(t, f)
 	c.Gate = gatetest.AuditedCodingAgents(t)
-	var (
-		mu    sync.Mutex
-		lines []string
-	)
-	log := funcr.New(func(_, args string) { mu.Lock(); lines = append(lines, args); mu.Unlock() }, funcr.Options{})
+	var out decisionlogtest.Buffer
+	trail := decisionlog.NewWriter(&out, decisionlog.WriterOptions{})
+	defer trail.Close()
 	reg := prometheus.NewRegistry()
 	var decided decisionlog.Memory
-	c.Decisions = decisionlog.New(log, reg, &decided)
+	c.Decisions = decisionlog.New(trail, decisionlog.Source{ReportedBy: decisionlog.ReportedByConfirmer}, reg, &decided)
 
-	out, err := c.AnswerSession(context.Background(), "sesn_a")
+	answered, err := c.AnswerSession(context.Background(), "sesn_a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := confirmations(t, f, "sesn_a")
-	if got[ids[0]] != "allow" || got[ids[1]] != "allow" || out.Held != 0 {
-		t.Fatalf("confirmations %v, held %d: want both allowed, none held", got, out.Held)
+	if got[ids[0]] != "allow" || got[ids[1]] != "allow" || answered.Held != 0 {
+		t.Fatalf("confirmations %v, held %d: want both allowed, none held", got, answered.Held)
 	}
 	audit := decided.Records()
 	if len(audit) != 2 {
 		t.Fatalf("audit %+v", audit)
 	}
-	for i, want := range []decisionlog.Record{
-		{Verdict: "Allow", Mode: "audit", WouldVerdict: "Block", WouldRule: "no-root-rm", WouldCode: "destructive_command", WouldReason: "destructive command on the root filesystem"},
-		{Verdict: "Allow", Mode: "audit", WouldVerdict: "Ask", WouldRule: "deploys-need-human", WouldReason: "deploys need a human"},
+	for i, want := range []decisionlog.WouldRecord{
+		{Verdict: "Block", Rule: "no-root-rm", Code: "destructive_command", Reason: "destructive command on the root filesystem"},
+		{Verdict: "Ask", Rule: "deploys-need-human", Reason: "deploys need a human"},
 	} {
-		r := audit[i]
-		if r.Verdict != want.Verdict || r.Mode != want.Mode || r.WouldVerdict != want.WouldVerdict || r.WouldRule != want.WouldRule ||
-			r.WouldCode != want.WouldCode || r.WouldReason != want.WouldReason {
-			t.Errorf("audit[%d] = %+v, want %+v", i, r, want)
+		if r := audit[i]; r.Verdict != "Allow" || r.Enforcement != "audit" || r.Would == nil || *r.Would != want {
+			t.Errorf("audit[%d] = %+v, want an audited Allow that would be %+v", i, r, want)
 		}
 	}
-	mu.Lock()
-	logged := strings.Join(lines, "\n")
-	mu.Unlock()
-	if !strings.Contains(logged, `"verdict"="Allow" "mode"="audit"`) || !strings.Contains(logged, `"wouldVerdict"="Block" "wouldRule"="no-root-rm"`) {
-		t.Fatalf("no would-block audit line in:\n%s", logged)
+	trail.Flush()
+	written := decisionlogtest.ValidateLines(t, out.String())
+	if len(written) != 2 || written[0].Would == nil || written[0].Would.Verdict != "Block" || written[0].Session != "sesn_a" || written[0].ToolUseID != ids[0] {
+		t.Fatalf("no would-block record in:\n%s", out.String())
 	}
 	for series, want := range map[string]float64{
 		`gate_decisions_total{mode="audit",surface="managed-agents",verdict="Allow"}`:   2,

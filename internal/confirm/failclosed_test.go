@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-logr/logr"
-
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
@@ -23,7 +21,7 @@ func TestConfirmerUndecodableInputIsDenied(t *testing.T) {
 	c := newConfirmer(t, f)
 	c.Gate = gatetest.NoEtcWrites(t)
 	var decided decisionlog.Memory
-	c.Decisions = decisionlog.New(logr.Discard(), nil, &decided)
+	c.Decisions = decisionlog.New(nil, decisionlog.Source{}, nil, &decided)
 	if _, err := c.AnswerSession(context.Background(), "sesn_x"); err != nil {
 		t.Fatal(err)
 	}

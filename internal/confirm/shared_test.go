@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/testutil"
@@ -33,7 +31,7 @@ func startReplica(t *testing.T, f *anthropictest.Server, name string, members []
 	r.shard.Set(members)
 	r.confirmer = newConfirmer(t, f)
 	r.confirmer.Shard = r.shard
-	r.confirmer.Decisions = decisionlog.New(logr.Discard(), nil, &r.decided)
+	r.confirmer.Decisions = decisionlog.New(nil, decisionlog.Source{}, nil, &r.decided)
 	r.queue = NewQueue(r.confirmer, 64)
 	w := &Watcher{Confirmer: r.confirmer, AgentIDs: []string{"agent_1"}, PollInterval: 100 * time.Millisecond, IdleTimeout: 10 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())

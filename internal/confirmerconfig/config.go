@@ -53,6 +53,8 @@ type Config struct {
 	WebhookWorkers          int
 	WebhookQueue            int
 	ShutdownGrace           time.Duration
+	RecordAllowRate         int
+	RecordAllowBurst        int
 	InsecureNoAuth          bool
 	Kubeconfig              string
 }
@@ -128,6 +130,8 @@ func (c *Config) fields() []field {
 		{"webhook-workers", "workers answering sessions named by webhooks", &c.WebhookWorkers},
 		{"webhook-queue", "sessions the webhook queue holds", &c.WebhookQueue},
 		{"shutdown-grace", "time given to in-flight requests and confirmations on shutdown", &c.ShutdownGrace},
+		{"record-allow-rate", "Allow decision records written per second at most; past it they are dropped and counted, every other record is kept (0: 100)", &c.RecordAllowRate},
+		{"record-allow-burst", "Allow decision records written in a burst above --record-allow-rate (0: 200)", &c.RecordAllowBurst},
 		{"insecure-no-auth", "development only: serve the gate API without authentication; refused unless --listen is a loopback address", &c.InsecureNoAuth},
 		{"kubeconfig", "kubeconfig for TokenReview and leader election (default: in-cluster)", &c.Kubeconfig},
 	}

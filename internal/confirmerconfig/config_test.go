@@ -54,6 +54,8 @@ func full() Config {
 		WebhookWorkers:          2,
 		WebhookQueue:            64,
 		ShutdownGrace:           5 * time.Second,
+		RecordAllowRate:         50,
+		RecordAllowBurst:        80,
 		InsecureNoAuth:          true,
 		Kubeconfig:              "/home/me/.kube/config",
 	}
@@ -110,7 +112,7 @@ func TestArgsForm(t *testing.T) {
 		"--allowed-service-accounts=agents/orchestrator,tools/*", "--token-audience=gate.intutic.io/confirmer/agents/coding-agents", "--webhook-signing-key-file=/etc/gate/webhook/signing-key",
 		"--leader-election-namespace=agents", "--leader-election-id=coding-agents-confirmer",
 		"--leader-election-identity=pod-1", "--members-lease=coding-agents-confirmer", "--stream-idle-timeout=45s", "--max-streams=16", "--webhook-workers=2",
-		"--webhook-queue=64", "--shutdown-grace=5s", "--insecure-no-auth", "--kubeconfig=/home/me/.kube/config",
+		"--webhook-queue=64", "--shutdown-grace=5s", "--record-allow-rate=50", "--record-allow-burst=80", "--insecure-no-auth", "--kubeconfig=/home/me/.kube/config",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("args\n%q\nwant\n%q", got, want)

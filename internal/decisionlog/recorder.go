@@ -1,64 +1,90 @@
-// Package decisionlog keeps the record of every decision the confirmer binary makes: the
-// Recorder runs the gate for one call, times and counts the decision in Prometheus metrics,
-// writes it as one "decision" log line and hands the Record to each Sink. The Managed Agents
-// confirmer (internal/confirm) and the gate HTTP API (internal/gateapi) hold the one Recorder
-// that cmd/confirmer builds, each under its own logger name.
+// Package decisionlog is the decision trail: one Record per decision, the same shape from
+// every surface (docs/decision-log.md; its JSON Schema is decision-record.schema.json here), written as NDJSON on
+// the deciding component's stdout by a bounded Writer.
+//
+// The Recorder runs the gate for one call of the confirmer binary, times and counts the
+// decision in Prometheus metrics and writes its Record: the Managed Agents confirmer
+// (internal/confirm) and the gate HTTP API (internal/gateapi) hold the one Recorder that
+// cmd/confirmer builds, and internal/approvals writes the outcome of each ToolApproval through
+// it. The gate-agent sidecar (internal/gateagent) writes the records of the hook's calls, and
+// reports the decisions gate-hook made while it could not answer, with its own Writer.
 //
 // A record never holds the tool input, only its size and SHA-256: the reason comes from the
-// rule (or the gate's own refusal), not from the input.
-//
-// gate-hook keeps no record: it runs once per tool call as the agent's own user, so anything it
-// wrote the agent could rewrite. The in-pod records come from the gate-agent sidecar
-// (internal/gateagent), out of the agent's reach, as JSON lines on its stdout; it also reports
-// the decisions gate-hook made while it could not answer (docs/gate-agent.md). Its record is
-// its own type for now: this Recorder's records carry no time, pod or latency, and the
-// decision-trail issue (28) is to settle one schema for both.
+// rule (or the gate's own refusal), not from the input. gate-hook writes no record of its own:
+// it runs as the agent's user, so anything it wrote the agent could rewrite.
 package decisionlog
 
 import (
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
-// Sink receives every record, after its line is written. It is called on the goroutine that
-// decided the call, so it must not block.
+// Sink receives every record, after it is queued for the output. It is called on the goroutine
+// that decided the call, so it must not block.
 type Sink interface {
 	Emit(Record)
 }
 
-// Recorder builds, counts and emits the record of each decision. A nil Recorder runs the gate
-// and records nothing.
-type Recorder struct {
-	*shared
-	log logr.Logger
+// Source is what a Recorder stamps on every record: who reports it and for which policy.
+type Source struct {
+	// ReportedBy is ReportedByConfirmer for the confirmer binary.
+	ReportedBy string
+	// Namespace and Policy are the policy that decides (Policy: <namespace>/<name>), Confirmer
+	// the SessionConfirmer, when known.
+	Namespace, Policy, Confirmer string
 }
 
-// shared is what the Recorders Named from one New have in common.
-type shared struct {
+// Recorder builds, counts and writes the record of each decision. A nil Recorder runs the gate
+// and records nothing.
+type Recorder struct {
 	metrics *metrics // nil: not counted
+	out     *Writer
+	source  Source
 	sinks   []Sink
 }
 
-// New is a Recorder writing its lines to log, counting in metrics registered with reg (nil:
-// no metrics), and handing every record to sinks.
-func New(log logr.Logger, reg prometheus.Registerer, sinks ...Sink) *Recorder {
-	s := &shared{sinks: sinks}
+// New is a Recorder writing its records with out (nil: none), stamped with src, counting in
+// metrics registered with reg (nil: no metrics), and handing every record to sinks.
+func New(out *Writer, src Source, reg prometheus.Registerer, sinks ...Sink) *Recorder {
+	r := &Recorder{out: out, source: src, sinks: sinks}
 	if reg != nil {
-		s.metrics = newMetrics(reg)
+		r.metrics = newMetrics(reg)
 	}
-	return &Recorder{shared: s, log: log}
+	return r
 }
 
-// Named is the same Recorder (metrics, sinks) writing its lines under log.WithName(name).
-func (r *Recorder) Named(name string) *Recorder {
+// Write stamps rec with the Recorder's source and writes it: for records a surface builds
+// itself (a ToolApproval's outcome). A nil Recorder writes nothing.
+func (r *Recorder) Write(rec Record) {
 	if r == nil {
-		return nil
+		return
 	}
-	return &Recorder{shared: r.shared, log: r.log.WithName(name)}
+	r.stamp(&rec)
+	r.out.Write(rec)
+	for _, s := range r.sinks {
+		s.Emit(rec)
+	}
+}
+
+func (r *Recorder) stamp(rec *Record) {
+	rec.ReportedBy = r.source.ReportedBy
+	rec.Namespace, rec.Confirmer = r.source.Namespace, r.source.Confirmer
+	if rec.Policy == "" {
+		rec.Policy = r.source.Policy
+	}
+}
+
+// Origin is what a surface knows of a call beyond its gate.Call; each field set is written on
+// the record.
+type Origin struct {
+	// ToolUseID is the Managed Agents tool-use id the confirmer answers.
+	ToolUseID string
+	// Caller is who called the gate API: the ServiceAccount TokenReview authenticated, or
+	// "insecure-no-auth".
+	Caller string
 }
 
 // Gate decides calls: a *gate.Gate, or a Refusal.
@@ -85,27 +111,27 @@ func (r *Recorder) EvaluateRaw(g Gate, c *gate.Call, rawInput []byte, o Origin) 
 	return r.Evaluate(g, c, rawInput, o)
 }
 
-// Evaluate decides c with g and records the decision: the one place a decision is timed,
-// counted, written as a line and emitted. rawInput is the input as it arrived: hashed and
-// measured, never logged. A decision that let an Ask or Block through (Audit) has mode "audit"
-// on its line and in its count, and its line carries the would-be verdict, rule, code and reason.
+// Evaluate decides c with g and records the decision: the one place a decision of the confirmer
+// binary is timed, counted and written. rawInput is the input as it arrived: hashed and
+// measured, never written. A decision that let an Ask or Block through (Audit) has enforcement
+// "audit" on its record and mode "audit" in its count, and its record says what would have been
+// enforced (would).
 func (r *Recorder) Evaluate(g Gate, c *gate.Call, rawInput []byte, o Origin) gate.Decision {
 	if r == nil {
 		return g.Decide(c)
 	}
 	start := time.Now()
 	d := g.Decide(c)
+	took := time.Since(start)
 	if m := r.metrics; m != nil {
-		m.latency.WithLabelValues(c.Surface).Observe(time.Since(start).Seconds())
-		m.decisions.WithLabelValues(c.Surface, string(d.Verdict), modeLabel(d)).Inc()
+		m.latency.WithLabelValues(c.Surface).Observe(took.Seconds())
+		m.decisions.WithLabelValues(c.Surface, string(d.Verdict), EnforcementOf(d)).Inc()
 		if d.Would != nil {
 			m.audited.WithLabelValues(c.Surface, string(d.Would.Verdict)).Inc()
 		}
 	}
-	rec := recordOf(d, c, rawInput, o)
-	r.log.Info("decision", rec.keysAndValues()...)
-	for _, s := range r.sinks {
-		s.Emit(rec)
-	}
+	rec := FromDecision(d, c, rawInput)
+	rec.LatencyUS, rec.ToolUseID, rec.Caller = took.Microseconds(), o.ToolUseID, o.Caller
+	r.Write(rec)
 	return d
 }

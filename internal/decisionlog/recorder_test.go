@@ -1,78 +1,95 @@
-package decisionlog
+package decisionlog_test
 
 import (
-	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
-	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/intutic/gate-operator/internal/decisionlog"
+	"github.com/intutic/gate-operator/internal/decisionlog/decisionlogtest"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
-// jsonLog is the confirmer's logger (cmd/confirmer: slog's JSON handler behind logr) writing
-// to b, without the time.
-func jsonLog(b *bytes.Buffer) logr.Logger {
-	return logr.FromSlogHandler(slog.NewJSONHandler(b, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-		if a.Key == slog.TimeKey {
-			return slog.Attr{}
-		}
-		return a
-	}}))
-}
-
-// TestDecisionLine: the line of a decision, as the confirmer and the gate API write it, byte for
-// byte as internal/confirm's Decide wrote it before the Recorder: key for key and in order, the
-// would-be verdict only in mode audit, the origin's fields last.
-func TestDecisionLine(t *testing.T) {
-	enforced := Refusal{Verdict: gate.Block, Rule: "no-root-rm", Code: "destructive_command", Reason: "destructive command on the root filesystem",
+// TestRecords: the record of a decision, as the confirmer and the gate API write it, is one
+// NDJSON line the schema admits, field for field what the decision, the call, the surface's
+// origin and the Recorder's source say, and never the input.
+func TestRecords(t *testing.T) {
+	enforced := decisionlog.Refusal{Verdict: gate.Block, Rule: "no-root-rm", Code: "destructive_command", Reason: "destructive command on the root filesystem",
 		IncidentID: "inc_1", Message: gate.RefusalPrefix + "destructive command on the root filesystem", SnapshotDigest: "sha256:abc"}
-	audited := Refusal{Verdict: gate.Allow, Reason: "allowed", IncidentID: "inc_2", SnapshotDigest: "sha256:abc",
+	audited := decisionlog.Refusal{Verdict: gate.Allow, Reason: "allowed", IncidentID: "inc_2", SnapshotDigest: "sha256:abc",
 		Would: &gate.AuditedVerdict{Verdict: gate.Ask, Rule: "deploys-need-human", Reason: "deploys need a human"}}
+	layered := decisionlog.Refusal{Verdict: gate.Block, Rule: "no-curl", Reason: "no curl", IncidentID: "inc_3", SnapshotDigest: "sha256:idx",
+		Layer: "ClusterHarnessAgentPolicy/baseline", Exceptions: []string{"agents/tmp-curl"},
+		Layers: []gate.LayerVerdict{{Layer: "ClusterHarnessAgentPolicy/baseline", Verdict: gate.Block, Rule: "no-curl", SnapshotDigest: "sha256:base"},
+			{Layer: "HarnessAgentPolicy/agents/p", Verdict: gate.Allow, SnapshotDigest: "sha256:ns"}}}
+	src := decisionlog.Source{ReportedBy: decisionlog.ReportedByConfirmer, Namespace: "agents", Policy: "agents/p", Confirmer: "c"}
 	for _, c := range []struct {
-		name, logger string
-		g            Gate
-		call         gate.Call
-		raw          string
-		o            Origin
-		want         string
+		name string
+		g    decisionlog.Gate
+		call gate.Call
+		raw  string
+		o    decisionlog.Origin
+		want decisionlog.Record
 	}{
-		{"managed agents", "confirmer", enforced, gate.Call{Tool: "bash", Surface: gate.SurfaceManagedAgents, Session: "sesn_1"}, `{"command":"rm -rf /"}`, Origin{ToolUseID: "toolu_1"},
-			`{"level":"INFO","msg":"decision","logger":"confirmer","incidentId":"inc_1","surface":"managed-agents","tool":"bash","verdict":"Block","mode":"enforce","rule":"no-root-rm","code":"destructive_command","reason":"destructive command on the root filesystem","snapshotDigest":"sha256:abc","session":"sesn_1","inputBytes":22,"inputSha256":"2f3b94579f43fb59e8df8ecf8d8a231a288b641d262c4c425043c107e8e72b82","toolUseId":"toolu_1"}`},
-		{"gate api, audited", "gate", audited, gate.Call{Tool: "run", Server: "deploy", Surface: gate.SurfaceHarness}, `{}`, Origin{Caller: "agents/orchestrator"},
-			`{"level":"INFO","msg":"decision","logger":"gate","incidentId":"inc_2","surface":"harness","tool":"mcp__deploy__run","verdict":"Allow","mode":"audit","rule":"","code":"","reason":"allowed","wouldVerdict":"Ask","wouldRule":"deploys-need-human","wouldCode":"","wouldReason":"deploys need a human","snapshotDigest":"sha256:abc","session":"","inputBytes":2,"inputSha256":"44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","caller":"agents/orchestrator"}`},
+		{"managed agents", enforced, gate.Call{Tool: "bash", Surface: gate.SurfaceManagedAgents, Session: "sesn_1", Caller: gate.Caller{Agent: "agent_1"}}, `{"command":"rm -rf /SECRET"}`, decisionlog.Origin{ToolUseID: "toolu_1"},
+			decisionlog.Record{DecisionID: "inc_1", Surface: "managed-agents", ReportedBy: "confirmer", Namespace: "agents", Policy: "agents/p", Confirmer: "c", Agent: "agent_1",
+				Session: "sesn_1", ToolUseID: "toolu_1", Digest: "sha256:abc", Rule: "no-root-rm", Verdict: "Block", Enforcement: "enforce",
+				Code: "destructive_command", Reason: "destructive command on the root filesystem", Tool: "bash", InputBytes: 28}},
+		{"gate api, audited", audited, gate.Call{Tool: "run", Server: "deploy", Surface: gate.SurfaceHarness, Caller: gate.Caller{ServiceAccount: "agents/orchestrator"}}, `{}`, decisionlog.Origin{Caller: "agents/orchestrator"},
+			decisionlog.Record{DecisionID: "inc_2", Surface: "harness", ReportedBy: "confirmer", Namespace: "agents", Policy: "agents/p", Confirmer: "c",
+				ServiceAccount: "agents/orchestrator", Caller: "agents/orchestrator", Digest: "sha256:abc", Verdict: "Allow", Enforcement: "audit",
+				Would: &decisionlog.WouldRecord{Verdict: "Ask", Rule: "deploys-need-human", Reason: "deploys need a human"}, Reason: "allowed", Tool: "mcp__deploy__run", InputBytes: 2}},
+		{"gate api, layered", layered, gate.Call{Tool: "Bash", Surface: gate.SurfaceWorkflow}, `{"command":"curl x"}`, decisionlog.Origin{Caller: "insecure-no-auth"},
+			decisionlog.Record{DecisionID: "inc_3", Surface: "workflow", ReportedBy: "confirmer", Namespace: "agents", Policy: "agents/p", Confirmer: "c", Caller: "insecure-no-auth",
+				Digest: "sha256:idx", Layer: "ClusterHarnessAgentPolicy/baseline", Layers: []decisionlog.LayerRecord{
+					{Layer: "ClusterHarnessAgentPolicy/baseline", Digest: "sha256:base", Verdict: "Block", Rule: "no-curl"},
+					{Layer: "HarnessAgentPolicy/agents/p", Digest: "sha256:ns", Verdict: "Allow"}},
+				Rule: "no-curl", Verdict: "Block", Enforcement: "enforce", Reason: "no curl", Exceptions: []string{"agents/tmp-curl"}, Tool: "Bash", InputBytes: 20}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var b bytes.Buffer
-			var kept Memory
-			r := New(jsonLog(&b), nil, &kept).Named(c.logger)
+			var out decisionlogtest.Buffer
+			var kept decisionlog.Memory
+			w := decisionlog.NewWriter(&out, decisionlog.WriterOptions{})
+			r := decisionlog.New(w, src, nil, &kept)
 			if d := r.Evaluate(c.g, &c.call, []byte(c.raw), c.o); d.IncidentID != c.g.Decide(nil).IncidentID {
 				t.Fatalf("decision %+v", d)
 			}
-			if got := strings.TrimSuffix(b.String(), "\n"); got != c.want {
-				t.Fatalf("line\n%s\nwant\n%s", got, c.want)
+			w.Close()
+			if strings.Contains(out.String(), "SECRET") || strings.Contains(out.String(), "curl x") {
+				t.Fatalf("a record holds the input: %s", out.String())
 			}
-			recs := kept.Records()
-			if len(recs) != 1 || recs[0].ToolUseID != c.o.ToolUseID || recs[0].Caller != c.o.Caller || !strings.Contains(c.want, `"inputSha256":"`+recs[0].InputSHA256+`"`) {
-				t.Fatalf("records %+v", recs)
+			recs := decisionlogtest.ValidateLines(t, out.String())
+			if len(recs) != 1 || len(kept.Records()) != 1 {
+				t.Fatalf("%d records written, %d emitted, want 1", len(recs), len(kept.Records()))
+			}
+			got := recs[0]
+			sum := sha256.Sum256([]byte(c.raw))
+			if got.InputSHA256 != hex.EncodeToString(sum[:]) || got.Time == "" {
+				t.Fatalf("record %+v", got)
+			}
+			c.want.Schema, c.want.Time, c.want.InputSHA256, c.want.LatencyUS = decisionlog.Schema, got.Time, got.InputSHA256, got.LatencyUS
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("record\n%+v\nwant\n%+v", got, c.want)
 			}
 		})
 	}
 }
 
 // TestMetrics: every decision is counted by surface, verdict and mode, an audited one also by
-// the verdict it would have had, and timed by surface; Recorders Named from one New share them.
+// the verdict it would have had, and timed by surface.
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r := New(logr.Discard(), reg)
-	allow := Refusal{Verdict: gate.Allow}
-	wouldBlock := Refusal{Verdict: gate.Allow, Would: &gate.AuditedVerdict{Verdict: gate.Block}}
-	r.Named("gate").Evaluate(allow, &gate.Call{Surface: gate.SurfaceAPI}, nil, Origin{})
-	r.Named("confirmer").Evaluate(wouldBlock, &gate.Call{Surface: gate.SurfaceManagedAgents}, nil, Origin{})
-	r.Evaluate(wouldBlock, &gate.Call{Surface: gate.SurfaceManagedAgents}, nil, Origin{})
+	r := decisionlog.New(nil, decisionlog.Source{}, reg)
+	allow := decisionlog.Refusal{Verdict: gate.Allow}
+	wouldBlock := decisionlog.Refusal{Verdict: gate.Allow, Would: &gate.AuditedVerdict{Verdict: gate.Block}}
+	r.Evaluate(allow, &gate.Call{Surface: gate.SurfaceAPI}, nil, decisionlog.Origin{})
+	r.Evaluate(wouldBlock, &gate.Call{Surface: gate.SurfaceManagedAgents}, nil, decisionlog.Origin{})
+	r.Evaluate(wouldBlock, &gate.Call{Surface: gate.SurfaceManagedAgents}, nil, decisionlog.Origin{})
 	want := []string{
 		`gate_audited_decisions_total{surface="managed-agents",verdict="Block"} 2`,
 		`gate_decision_duration_seconds{surface="api"} 1`,
@@ -113,10 +130,10 @@ func series(t *testing.T, reg prometheus.Gatherer) []string {
 // TestUndecodableInputIsRefused: input that does not decode is refused with input_invalid
 // without asking the gate, and recorded like any other decision.
 func TestUndecodableInputIsRefused(t *testing.T) {
-	var kept Memory
-	r := New(logr.Discard(), nil, &kept)
-	asked := Refusal{Verdict: gate.Allow}
-	d := r.EvaluateRaw(asked, &gate.Call{Tool: "write", Surface: gate.SurfaceHarness}, []byte(`{"n":1e999}`), Origin{})
+	var kept decisionlog.Memory
+	r := decisionlog.New(nil, decisionlog.Source{}, nil, &kept)
+	asked := decisionlog.Refusal{Verdict: gate.Allow}
+	d := r.EvaluateRaw(asked, &gate.Call{Tool: "write", Surface: gate.SurfaceHarness}, []byte(`{"n":1e999}`), decisionlog.Origin{})
 	if d.Verdict != gate.Block || d.Code != gate.CodeInputInvalid {
 		t.Fatalf("decision %+v, want an input_invalid Block", d)
 	}
@@ -124,15 +141,15 @@ func TestUndecodableInputIsRefused(t *testing.T) {
 		t.Fatalf("records %+v", recs)
 	}
 	c := &gate.Call{Tool: "write", Surface: gate.SurfaceHarness}
-	if d := r.EvaluateRaw(asked, c, []byte(`{"file_path":"a"}`), Origin{}); d.Verdict != gate.Allow || c.Input["file_path"] != "a" {
+	if d := r.EvaluateRaw(asked, c, []byte(`{"file_path":"a"}`), decisionlog.Origin{}); d.Verdict != gate.Allow || c.Input["file_path"] != "a" {
 		t.Fatalf("decision %+v of input %v, want the gate's Allow of the rendered input", d, c.Input)
 	}
 }
 
 // TestNilRecorderDecides: without a Recorder the gate still decides every call.
 func TestNilRecorderDecides(t *testing.T) {
-	var r *Recorder
-	if d := r.Named("gate").Evaluate(Refusal{Verdict: gate.Ask}, &gate.Call{}, nil, Origin{}); d.Verdict != gate.Ask {
+	var r *decisionlog.Recorder
+	if d := r.Evaluate(decisionlog.Refusal{Verdict: gate.Ask}, &gate.Call{}, nil, decisionlog.Origin{}); d.Verdict != gate.Ask {
 		t.Fatalf("decision %+v", d)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/intutic/gate-operator/internal/agentproto"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gateagent/gateagenttest"
 	"github.com/intutic/gate-operator/internal/runtime/runtimes"
@@ -169,11 +170,11 @@ func TestRecords(t *testing.T) {
 	got := recs[0]
 	sum := sha256.Sum256(secret)
 	_, s := generation(t, 1)
-	if got.Schema != RecordSchema || got.Surface != SurfaceSidecar || got.ReportedBy != "gate-agent" || got.Untrusted ||
-		got.Runtime != "claude-code" || got.Pod != "coding-agent-0" || got.Namespace != "agents" || got.Digest != s.Digest ||
+	if got.Schema != decisionlog.Schema || got.Surface != decisionlog.SurfaceHookSidecar || got.ReportedBy != "gate-agent" || got.Untrusted ||
+		got.Runtime != "claude-code" || got.Pod != "coding-agent-0" || got.Namespace != "agents" || got.Policy != s.Policy || s.Policy == "" || got.Digest != s.Digest ||
 		got.VolumeVersion != vol.Version() || got.Rule != "no-rm" || got.Verdict != "Block" || got.Enforcement != "enforce" ||
 		got.Reason != "generation 1 forbids rm" || got.Tool != "Bash" || got.Session == "" || got.Nonce != gateagenttest.Nonce(7) ||
-		got.InputBytes != len(secret) || got.InputSHA256 != hex.EncodeToString(sum[:]) || got.DecisionID == "" || got.Time == "" {
+		got.InputBytes != int64(len(secret)) || got.InputSHA256 != hex.EncodeToString(sum[:]) || got.DecisionID == "" || got.Time == "" {
 		t.Fatalf("record %+v", got)
 	}
 	if r.counter(t, "gate_agent_decisions_total", map[string]string{"verdict": "Block", "rule": "no-rm", "mode": "enforce"}) != 1 {

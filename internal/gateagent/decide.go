@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/intutic/gate-operator/internal/agentproto"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/runtime/runtimes"
 )
@@ -18,7 +19,7 @@ import (
 // The response's version is the one the bundle was loaded from. A call refused before the
 // bundle is consulted (an unknown runtime, a hook input that does not parse) is answered the
 // same under every version, so under the request's: the client uses the answer.
-func (s *Server) answer(req *agentproto.Request) (agentproto.Response, Record) {
+func (s *Server) answer(req *agentproto.Request) (agentproto.Response, decisionlog.Record) {
 	version := req.Version
 	var lp *loadedPolicy
 	var call *gate.Call
@@ -51,14 +52,12 @@ func (s *Server) answer(req *agentproto.Request) (agentproto.Response, Record) {
 
 	stdout, stderr, exit := rt.Answer(d, req.Token, req.Flags.ExplicitAllow)
 	resp := agentproto.Response{Nonce: req.Nonce, Version: version, Exit: exit, Stdout: stdout, Stderr: stderr}
-	rec := decisionRecord(d, req.Input)
+	rec := decisionlog.FromDecision(d, call, req.Input)
+	rec.Surface, rec.ReportedBy = decisionlog.SurfaceHookSidecar, decisionlog.ReportedByGateAgent
 	rec.Runtime, rec.Nonce, rec.VolumeVersion = req.Runtime, req.Nonce, version
 	if lp != nil {
 		resp.Digest = lp.digest
-		rec.Pod, rec.Namespace = lp.caller.Pod, lp.namespace
-	}
-	if call != nil {
-		rec.Tool, rec.Session = gate.CanonicalToolName(call.Tool, call.Server), call.Session
+		rec.Pod, rec.Namespace, rec.Policy = lp.caller.Pod, lp.namespace, lp.policy
 	}
 	s.metrics.decisions.WithLabelValues(string(d.Verdict), rec.Enforcement, d.Code, d.Layer, d.Rule).Inc()
 	return resp, rec

@@ -3,7 +3,6 @@ package gateagent
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/intutic/gate-operator/internal/agentproto"
+	"github.com/intutic/gate-operator/internal/decisionlog"
+	"github.com/intutic/gate-operator/internal/decisionlog/decisionlogtest"
 	"github.com/intutic/gate-operator/internal/gateagent/gateagenttest"
 )
 
@@ -75,28 +76,22 @@ func (r *running) ask(t *testing.T, req agentproto.Request) agentproto.Response 
 	return resp
 }
 
-// recordLines are the records written so far.
-func (r *running) recordLines(t *testing.T) []Record {
+// recordLines are the records queued so far, each checked against the record's JSON Schema.
+func (r *running) recordLines(t *testing.T) []decisionlog.Record {
 	t.Helper()
-	var out []Record
+	r.Server.records.Flush()
+	var out []decisionlog.Record
 	for line := range strings.SplitSeq(strings.TrimSuffix(r.records.String(), "\n"), "\n") {
-		if line == "" {
-			continue
+		if line != "" {
+			out = append(out, decisionlogtest.Validate(t, []byte(line)))
 		}
-		var rec Record
-		dec := json.NewDecoder(strings.NewReader(line))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&rec); err != nil {
-			t.Fatalf("record %q: %v", line, err)
-		}
-		out = append(out, rec)
 	}
 	return out
 }
 
 // waitRecords waits for n records (a record is written after its answer is sent) and returns
 // them.
-func (r *running) waitRecords(t *testing.T, n int) []Record {
+func (r *running) waitRecords(t *testing.T, n int) []decisionlog.Record {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("%d records", n), func() bool { return strings.Count(r.records.String(), "\n") >= n })
 	return r.recordLines(t)

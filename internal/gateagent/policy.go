@@ -46,8 +46,9 @@ type loadedPolicy struct {
 	failure *gate.SnapshotError
 	// caller is the pod, from the volume (gate.PodCaller, or the layer set's).
 	caller gate.Caller
-	// namespace is the policy's, for records.
-	namespace string
+	// namespace and policy (<namespace>/<name>) are the policy's, for records; a layered
+	// bundle names its namespace only (a record's layers name each policy).
+	namespace, policy string
 	// digest is the snapshot's digest, or the layer set's fingerprint: the response's digest.
 	// metricDigest is the snapshot's or the layers index's digest, one bounded label value.
 	digest, metricDigest string
@@ -95,7 +96,7 @@ func loadPolicy(dir string, key policyKey) *loadedPolicy {
 		return failed(err)
 	}
 	p, errs := gate.Compile(snap)
-	lp := &loadedPolicy{decider: p, caller: gate.PodCaller(dir), digest: snap.Digest, metricDigest: snap.Digest}
+	lp := &loadedPolicy{decider: p, caller: gate.PodCaller(dir), policy: snap.Policy, digest: snap.Digest, metricDigest: snap.Digest}
 	if ns, _, ok := strings.Cut(snap.Policy, "/"); ok {
 		lp.namespace = ns
 	}

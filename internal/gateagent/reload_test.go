@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/intutic/gate-operator/internal/agentproto"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gateagent/gateagenttest"
 )
@@ -84,7 +85,7 @@ func TestReloadOnSwap(t *testing.T) {
 		t.Errorf("the last good digest is still reported in force under a corrupt version")
 	}
 	recs := r.waitRecords(t, 4)
-	if i := slices.IndexFunc(recs, func(rec Record) bool { return rec.VolumeVersion == v4 }); i < 0 ||
+	if i := slices.IndexFunc(recs, func(rec decisionlog.Record) bool { return rec.VolumeVersion == v4 }); i < 0 ||
 		recs[i].Code != gate.CodeSnapshotCorrupt || recs[i].Verdict != string(gate.Block) {
 		t.Errorf("no record of the refusal under %s: %+v", v4, recs)
 	}

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/intutic/gate-operator/internal/agentproto"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 )
 
 // Defaults of Options.
@@ -58,9 +59,11 @@ type Options struct {
 	// SpoolState is where the offset read up to in FallbackSpool is kept across restarts of
 	// the sidecar, in a directory only it can write; "" keeps it in memory only.
 	SpoolState string
-	// Records receives one JSON line per decision (Record).
-	Records io.Writer
-	Log     logr.Logger
+	// Records receives one JSON line per decision (decisionlog.Record), written by a
+	// decisionlog.Writer the Server owns; RecordOptions bound it (its Registerer is the Server's).
+	Records       io.Writer
+	RecordOptions decisionlog.WriterOptions
+	Log           logr.Logger
 	// Registerer registers the metrics; nil registers them nowhere.
 	Registerer prometheus.Registerer
 
@@ -77,7 +80,7 @@ type Server struct {
 	dir     string
 	log     logr.Logger
 	metrics *metrics
-	records *recordWriter
+	records *decisionlog.Writer
 	opts    Options
 
 	// state is the bundle in force, replaced whole by load; requests read it without locking.
@@ -121,7 +124,8 @@ func New(o Options) (*Server, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	s := &Server{dir: o.BundleDir, log: o.Log, metrics: newMetrics(reg), records: &recordWriter{w: o.Records}, opts: o,
+	o.RecordOptions.Registerer = reg
+	s := &Server{dir: o.BundleDir, log: o.Log, metrics: newMetrics(reg), records: decisionlog.NewWriter(o.Records, o.RecordOptions), opts: o,
 		asked: map[policyKey]struct{}{}, inputs: semaphore.NewWeighted(o.MaxInputBytes)}
 	if o.FallbackSpool != "" {
 		s.spool = &spoolReader{path: o.FallbackSpool, statePath: o.SpoolState}
@@ -137,9 +141,10 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 
 // Run loads the bundle, then answers the connections of ln until ctx ends, while it watches the
 // bundle and reports the fallback spool. When ctx ends it stops accepting, finishes the
-// connections it has (each bounded by the request and write timeouts), and returns nil; it
-// closes ln.
+// connections it has (each bounded by the request and write timeouts), writes the records
+// queued, and returns nil; it closes ln. A Server runs once.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	defer s.records.Close()
 	s.refresh(false)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.watch(ctx, s.opts.ReloadInterval) })
@@ -256,7 +261,5 @@ func (s *Server) serveConn(conn net.Conn) {
 	s.metrics.connections.WithLabelValues(connAnswered).Inc()
 	s.metrics.latency.Observe(took.Seconds())
 	rec.LatencyUS = took.Microseconds()
-	if err := s.records.write(&rec); err != nil {
-		s.log.Error(err, "writing a decision record")
-	}
+	s.records.Write(rec)
 }

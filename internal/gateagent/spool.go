@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/intutic/gate-operator/internal/agentproto"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/runtime/runtimes"
 )
@@ -220,21 +221,19 @@ func (s *Server) reportFallbacks(ctx context.Context) {
 
 // readSpool reads the fallback spool once and reports what it found.
 func (s *Server) readSpool() {
-	now := time.Now().UTC().Format(time.RFC3339Nano)
+	now := decisionlog.Now()
 	rejected, err := s.spool.read(func(f agentproto.FallbackRecord) {
 		s.metrics.fallbacks.WithLabelValues(f.Reason, f.Verdict).Inc()
-		rec := Record{
-			Schema: RecordSchema, Time: f.Time, DecisionID: f.IncidentID, Surface: SurfaceFallback, ReportedBy: reportedByHook,
+		rec := decisionlog.Record{
+			Schema: decisionlog.Schema, Time: f.Time, DecisionID: f.IncidentID, Surface: decisionlog.SurfaceHookFallback, ReportedBy: decisionlog.ReportedByHook,
 			Untrusted: true, ReportedAt: now, FallbackReason: f.Reason, Runtime: spooledRuntime(f.Runtime),
 			Digest: f.Digest, Layer: f.Layer, Rule: f.Rule, Verdict: f.Verdict, Enforcement: f.Enforcement, Code: f.Code,
-			Tool: f.Tool, InputBytes: f.InputBytes, InputSHA256: f.InputSHA256,
+			Tool: f.Tool, InputBytes: int64(f.InputBytes), InputSHA256: f.InputSHA256,
 		}
 		if rec.DecisionID == "" {
 			rec.DecisionID = gate.NewIncidentID()
 		}
-		if err := s.records.write(&rec); err != nil {
-			s.log.Error(err, "writing a fallback record")
-		}
+		s.records.Write(rec)
 	})
 	if rejected > 0 {
 		s.metrics.spoolRejected.Add(float64(rejected))

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/intutic/gate-operator/internal/agentproto"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gateagent/gateagenttest"
 )
 
@@ -25,6 +26,7 @@ func spoolServer(t *testing.T, path string) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(s.records.Close) // Run would close it
 	r.Server = s
 	return r
 }
@@ -72,7 +74,7 @@ func TestFallbackSpool(t *testing.T) {
 		t.Fatalf("%d records, want the 2 well-formed whole lines: %+v", len(recs), recs)
 	}
 	first := recs[0]
-	if first.Surface != SurfaceFallback || first.ReportedBy != "hook" || !first.Untrusted || first.FallbackReason != agentproto.FallbackTimeout ||
+	if first.Surface != decisionlog.SurfaceHookFallback || first.ReportedBy != "hook" || !first.Untrusted || first.FallbackReason != agentproto.FallbackTimeout ||
 		first.Time != "2026-12-04T22:00:00.123Z" || first.ReportedAt == "" || first.Verdict != "Block" || first.Rule != "no-rm" || first.DecisionID == "" {
 		t.Errorf("record %+v", first)
 	}
@@ -158,7 +160,7 @@ func TestGateHookWritesWhatTheSidecarReads(t *testing.T) {
 	recs := r.recordLines(t)
 	sum := sha256.Sum256(rm)
 	if len(recs) != 1 || recs[0].Verdict != "Block" || recs[0].Rule != "no-rm" || recs[0].Digest != snap.Digest || recs[0].Tool != "Bash" ||
-		recs[0].InputSHA256 != hex.EncodeToString(sum[:]) || recs[0].InputBytes != len(rm) || recs[0].FallbackReason != agentproto.FallbackTimeout {
+		recs[0].InputSHA256 != hex.EncodeToString(sum[:]) || recs[0].InputBytes != int64(len(rm)) || recs[0].FallbackReason != agentproto.FallbackTimeout {
 		t.Fatalf("records %+v", recs)
 	}
 }
@@ -174,6 +176,7 @@ func TestFallbackSpoolOffsetOutlivesARestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(s.records.Close) // Run would close it
 		r.Server = s
 		return r
 	}

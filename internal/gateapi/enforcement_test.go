@@ -10,40 +10,51 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/intutic/gate-operator/internal/decisionlog"
+	"github.com/intutic/gate-operator/internal/decisionlog/decisionlogtest"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
 )
 
-// auditedAPI serves the coding-agents rules in a policy set to Audit, with its log and metrics
-// kept for the test.
-func auditedAPI(t *testing.T) (*apiFixture, *logSink) {
+// trail is the decision records an API writes, kept for the test.
+type trail struct {
+	w   *decisionlog.Writer
+	out decisionlogtest.Buffer
+}
+
+// auditedAPI serves the coding-agents rules in a policy set to Audit, with its records and
+// metrics kept for the test.
+func auditedAPI(t *testing.T) (*apiFixture, *trail) {
 	t.Helper()
 	logs := &logSink{}
+	tr := &trail{}
+	tr.w = decisionlog.NewWriter(&tr.out, decisionlog.WriterOptions{})
+	t.Cleanup(tr.w.Close)
 	reg := prometheus.NewRegistry()
 	api := &API{
 		Gate:      gatetest.AuditedCodingAgents(t),
 		Auth:      &Authenticator{Reviewer: fakeReviewer{tok: "system:serviceaccount:agents:orchestrator"}, Allowed: []string{"agents/orchestrator"}},
-		Decisions: decisionlog.New(logs.logger(), reg),
+		Decisions: decisionlog.New(tr.w, decisionlog.Source{ReportedBy: decisionlog.ReportedByConfirmer}, reg),
 		Gatherer:  reg,
 		Log:       logs.logger(),
 	}
 	srv, metrics := httptest.NewServer(api.Handler()), httptest.NewServer(api.MetricsHandler())
 	t.Cleanup(srv.Close)
 	t.Cleanup(metrics.Close)
-	return &apiFixture{srv: srv, metrics: metrics}, logs
+	return &apiFixture{srv: srv, metrics: metrics}, tr
 }
 
-// assertWouldBlockLine finds the audit line of rm -rf / under the audited coding-agents rules.
-func assertWouldBlockLine(t *testing.T, logs *logSink, surface string) {
+// assertWouldBlockLine finds the audit record of rm -rf / under the audited coding-agents
+// rules, from the authenticated caller, among records the schema admits.
+func assertWouldBlockLine(t *testing.T, tr *trail, surface string) {
 	t.Helper()
-	for _, line := range strings.Split(logs.String(), "\n") {
-		if strings.Contains(line, `"surface"="`+surface+`"`) && strings.Contains(line, `"verdict"="Allow"`) &&
-			strings.Contains(line, `"mode"="audit"`) && strings.Contains(line, `"wouldVerdict"="Block"`) &&
-			strings.Contains(line, `"wouldRule"="no-root-rm"`) && strings.Contains(line, `"wouldReason"="destructive command on the root filesystem"`) {
+	tr.w.Flush()
+	for _, r := range decisionlogtest.ValidateLines(t, tr.out.String()) {
+		if r.Surface == surface && r.Verdict == "Allow" && r.Enforcement == "audit" && r.Caller == "agents/orchestrator" && r.ServiceAccount == "agents/orchestrator" && r.Would != nil &&
+			*r.Would == (decisionlog.WouldRecord{Verdict: "Block", Rule: "no-root-rm", Code: "destructive_command", Reason: "destructive command on the root filesystem"}) {
 			return
 		}
 	}
-	t.Fatalf("no would-block audit line for %s in:\n%s", surface, logs)
+	t.Fatalf("no would-block audit record for %s in:\n%s", surface, tr.out.String())
 }
 
 // TestAuditedBlockOnEachRoute: a Block rule in a policy set to Audit lets the call through on

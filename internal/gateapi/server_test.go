@@ -77,7 +77,7 @@ func newAPI(t *testing.T, g *gate.Gate) *apiFixture {
 		Webhook:         wh,
 		Queue:           confirm.NewQueue(c, 4),
 		HarnessSettings: settings,
-		Decisions:       decisionlog.New(logr.Discard(), reg),
+		Decisions:       decisionlog.New(nil, decisionlog.Source{}, reg),
 		Gatherer:        reg,
 		Log:             logr.Discard(),
 	}

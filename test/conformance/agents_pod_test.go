@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/intutic/gate-operator/internal/gateagent"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/google/geminitest"
 	"github.com/intutic/gate-operator/internal/localenv"
 	"github.com/intutic/gate-operator/internal/openai/responsestest"
@@ -153,14 +153,14 @@ func geminiPodBlocked(reason string) func(geminitest.ToolResult, bool) (bool, st
 }
 
 // sidecarRecords are the decision records in the pod's gate-agent log, oldest first.
-func sidecarRecords(ctx context.Context, t *testing.T, env *localenv.Env, pod string) []gateagent.Record {
+func sidecarRecords(ctx context.Context, t *testing.T, env *localenv.Env, pod string) []decisionlog.Record {
 	t.Helper()
 	logs, err := env.Kubectl(ctx, "", "-n", podNamespace, "logs", pod, "-c", webhook.GateAgentContainerName)
 	mustDo(t, err)
-	var recs []gateagent.Record
+	var recs []decisionlog.Record
 	for _, line := range strings.Split(logs, "\n") {
-		var rec gateagent.Record
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Schema == gateagent.RecordSchema {
+		var rec decisionlog.Record
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Schema == decisionlog.Schema {
 			recs = append(recs, rec)
 		}
 	}
@@ -169,15 +169,17 @@ func sidecarRecords(ctx context.Context, t *testing.T, env *localenv.Env, pod st
 
 // decidedBy passes when the sidecar decided at least one call of the runtime among recs, and
 // gate-hook none (the client asked the sidecar, which answered).
-func decidedBy(recs []gateagent.Record, runtime string) (bool, string) {
+func decidedBy(recs []decisionlog.Record, runtime string) (bool, string) {
 	var got []string
 	for _, r := range recs {
 		got = append(got, r.Surface+"/"+r.Runtime+"/"+r.Tool)
-		if r.Surface == gateagent.SurfaceFallback {
+		if r.Surface == decisionlog.SurfaceHookFallback {
 			return false, "gate-hook decided a call the sidecar should have: " + strings.Join(got, ", ")
 		}
 	}
-	if !slices.ContainsFunc(recs, func(r gateagent.Record) bool { return r.Surface == gateagent.SurfaceSidecar && r.Runtime == runtime }) {
+	if !slices.ContainsFunc(recs, func(r decisionlog.Record) bool {
+		return r.Surface == decisionlog.SurfaceHookSidecar && r.Runtime == runtime
+	}) {
 		return false, "the gate-agent sidecar recorded no call of " + runtime + " (records: " + strings.Join(got, ", ") + ")"
 	}
 	return true, ""

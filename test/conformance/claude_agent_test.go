@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/intutic/gate-operator/internal/gateagent"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/localenv"
 	"github.com/intutic/gate-operator/internal/webhook"
 )
@@ -30,8 +30,8 @@ func decidedBySidecar(ctx context.Context, env *localenv.Env, pod, tool, rule st
 			return false, err.Error()
 		}
 		for _, line := range strings.Split(logs, "\n") {
-			var rec gateagent.Record
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Surface == gateagent.SurfaceSidecar && rec.Tool == tool && rec.Rule == rule {
+			var rec decisionlog.Record
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Surface == decisionlog.SurfaceHookSidecar && rec.Tool == tool && rec.Rule == rule {
 				return true, ""
 			}
 		}

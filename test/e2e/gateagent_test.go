@@ -12,22 +12,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/intutic/gate-operator/internal/gateagent"
+	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/localenv"
 	"github.com/intutic/gate-operator/internal/testutil"
 	"github.com/intutic/gate-operator/internal/webhook"
 )
 
 // agentRecords are the decision records in the log of the pod's running gate-agent.
-func agentRecords(ctx context.Context, env *localenv.Env, pod string) ([]gateagent.Record, error) {
+func agentRecords(ctx context.Context, env *localenv.Env, pod string) ([]decisionlog.Record, error) {
 	out, err := env.Kubectl(ctx, "", "-n", ns, "logs", pod, "-c", webhook.GateAgentContainerName)
 	if err != nil {
 		return nil, err
 	}
-	var recs []gateagent.Record
+	var recs []decisionlog.Record
 	for _, line := range strings.Split(out, "\n") {
-		var r gateagent.Record
-		if json.Unmarshal([]byte(line), &r) == nil && r.Schema == gateagent.RecordSchema {
+		var r decisionlog.Record
+		if json.Unmarshal([]byte(line), &r) == nil && r.Schema == decisionlog.Schema {
 			recs = append(recs, r)
 		}
 	}
@@ -74,7 +74,7 @@ func testGateAgentInPod(ctx context.Context, t *testing.T, env *localenv.Env, sa
 			return false
 		}
 		for _, r := range recs {
-			if r.Surface == gateagent.SurfaceSidecar && r.ReportedBy == "gate-agent" && r.Rule == "no-root-rm" && r.Tool == "Bash" && r.Pod == sandbox {
+			if r.Surface == decisionlog.SurfaceHookSidecar && r.ReportedBy == "gate-agent" && r.Rule == "no-root-rm" && r.Tool == "Bash" && r.Pod == sandbox {
 				return true
 			}
 		}
@@ -117,7 +117,7 @@ func testGateAgentFallback(ctx context.Context, t *testing.T, env *localenv.Env,
 			return fmt.Errorf("the hook answers exit %d, %s", code, out)
 		}
 		for _, r := range recs {
-			if r.Surface == gateagent.SurfaceSidecar && r.Reason == reason {
+			if r.Surface == decisionlog.SurfaceHookSidecar && r.Reason == reason {
 				return nil
 			}
 		}
@@ -171,7 +171,7 @@ func testGateAgentFallback(ctx context.Context, t *testing.T, env *localenv.Env,
 			return false
 		}
 		for _, r := range recs {
-			if r.Surface == gateagent.SurfaceFallback && r.ReportedBy == "hook" && r.Verdict != "" {
+			if r.Surface == decisionlog.SurfaceHookFallback && r.ReportedBy == "hook" && r.Verdict != "" {
 				return true
 			}
 		}
