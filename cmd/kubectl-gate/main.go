@@ -2,7 +2,8 @@
 // and `kubectl gate deny` write a decision through the status subresource, where the manager's
 // decision webhook records who made it and refuses it unless they may approve the policy that
 // held the call; `kubectl gate pending` lists what waits for a human; `kubectl gate explain`
-// says which policies decide a pod's calls and, for a call, what each of them answers. Install it with
+// says which policies decide a pod's calls and, for a call, what each of them answers;
+// `kubectl gate decisions` reads the decision trail from the pods' logs. Install it with
 //
 //	go install github.com/intutic/gate-operator/cmd/kubectl-gate@latest
 //
@@ -28,6 +29,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,10 +55,17 @@ Usage:
   kubectl gate approve NAME [-n NAMESPACE] [--message TEXT]
   kubectl gate deny NAME [-n NAMESPACE] [--message TEXT]
   kubectl gate explain POD [-n NAMESPACE] [--tool TOOL [--input JSON]]
+  kubectl gate decisions [-n NAMESPACE | -A] [--pod P | --policy NAME | --session S]
+                         [--since 1h] [--verdict Block] [-o json]
 
 explain prints the policies that decide the pod's calls, in the order they are combined
 (cluster policies by priority, then the namespace policy), from the bundle its hook reads, and
 its egress; with --tool, every layer's verdict on that call and the result.
+
+decisions reads the decision records (docs/decision-log.md) that the gate-agent sidecars and
+the confirmers write to their logs, through the API server (it needs list on pods and get on
+pods/log), merges them in time order and prints a table; -o json prints them as stored, one per
+line.
 
 Approving or denying needs the verb approve on the approval's HarnessAgentPolicy (bind the
 ClusterRole gate-operator-approver); the API server records who decided.
@@ -88,18 +98,13 @@ func run(ctx context.Context, clk clock.PassiveClock, args []string, stdout, std
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	case "approve", "deny", "pending", "explain":
+	case cmdDecisions:
+		return runDecisions(ctx, clk, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "kubectl gate: unknown command %q\n\n%s", cmd, usage)
 		return exitUsage
 	}
-	fs := pflag.NewFlagSet("kubectl gate "+cmd, pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var o options
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file")
-	fs.StringVar(&o.context, "context", "", "kubeconfig context")
-	fs.StringVarP(&o.namespace, "namespace", "n", "", "namespace")
-	fs.StringVar(&o.as, "as", "", "user to impersonate")
-	fs.StringArrayVar(&o.asGroups, "as-group", nil, "group to impersonate (repeatable)")
+	fs, o := flags(cmd, stderr)
 	var message, tool, input string
 	var all bool
 	switch cmd {
@@ -152,6 +157,19 @@ func run(ctx context.Context, clk clock.PassiveClock, args []string, stdout, std
 	return exitOK
 }
 
+// flags is the flag set of cmd with the flags every command has, parsed into the options.
+func flags(cmd string, stderr io.Writer) (*pflag.FlagSet, *options) {
+	fs := pflag.NewFlagSet("kubectl gate "+cmd, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file")
+	fs.StringVar(&o.context, "context", "", "kubeconfig context")
+	fs.StringVarP(&o.namespace, "namespace", "n", "", "namespace")
+	fs.StringVar(&o.as, "as", "", "user to impersonate")
+	fs.StringArrayVar(&o.asGroups, "as-group", nil, "group to impersonate (repeatable)")
+	return fs, o
+}
+
 // options locate the cluster as kubectl does.
 type options struct {
 	kubeconfig, context, namespace string
@@ -159,9 +177,9 @@ type options struct {
 	asGroups                       []string
 }
 
-// client loads the kubeconfig with client-go's loading rules and returns a client and the
-// namespace: -n, else the context's, else default.
-func (o *options) client() (client.Client, string, error) {
+// restConfig loads the kubeconfig with client-go's loading rules and returns its REST config
+// and the namespace: -n, else the context's, else default.
+func (o *options) restConfig() (*rest.Config, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.context}
@@ -173,6 +191,22 @@ func (o *options) client() (client.Client, string, error) {
 		return nil, "", err
 	}
 	ns, _, err := cc.Namespace()
+	return cfg, ns, err
+}
+
+// clientset is client-go's typed client, for the pods' logs.
+func (o *options) clientset() (kubernetes.Interface, string, error) {
+	cfg, ns, err := o.restConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	return cs, ns, err
+}
+
+// client returns a controller-runtime client and the namespace (restConfig).
+func (o *options) client() (client.Client, string, error) {
+	cfg, ns, err := o.restConfig()
 	if err != nil {
 		return nil, "", err
 	}

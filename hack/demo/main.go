@@ -9,7 +9,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -285,14 +284,6 @@ spec:
 		fmt.Fprintf(w, "  %s\t-> %s\n", e["tool_use_id"], a)
 	}
 	fmt.Fprintf(w, "  (%d of 5 answered; the fetch from downloads.example.net is still held for a human: its ToolApproval denies it at the 15m deadline unless someone allowed to approve does)\n", len(confirmations))
-	logs, _ := env.Kubectl(ctx, "", "-n", ns, "logs", "-l", "gate.intutic.io/confirmer=coding-agents", "--prefix", "--tail=-1")
-	fmt.Fprintln(w, "  audit lines of the replica that owns the session:")
-	for _, line := range strings.Split(logs, "\n") {
-		if strings.Contains(line, `"msg":"decision"`) {
-			fmt.Fprintf(w, "  %s\n", line)
-		}
-	}
-
 	section("hook verdicts inside sandbox pod " + ns + "/" + sandbox + " (kubectl exec, through /opt/intutic/hooks/gate-hook.sh)")
 	for _, call := range []struct{ tool, input string }{
 		{"Bash", `{"command":"rm -rf / --no-preserve-root"}`},
@@ -305,7 +296,8 @@ spec:
 		}
 		fmt.Fprintf(w, "  %s %s\t-> exit %d %s\n", call.tool, call.input, code, verdict(out, code))
 	}
-	if err := agentRecords(ctx, env, w, sandbox); err != nil {
+	section("the decision trail: kubectl gate " + strings.Join(trailArgs, " ") + " (the confirmer replicas' records and the sandbox pod's gate-agent's)")
+	if err := decisionTrail(ctx, env, w, sandbox); err != nil {
 		return err
 	}
 
@@ -380,23 +372,23 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
 }
 
-// agentRecords prints the decision records of the sandbox pod's gate-agent sidecar: the hook
-// asked it, and it wrote a record of each decision to its stdout, out of the agent's reach,
-// where the node's log pipeline collects it.
-func agentRecords(ctx context.Context, env *localenv.Env, w io.Writer, sandbox string) error {
-	records, err := env.Kubectl(ctx, "", "-n", ns, "logs", sandbox, "-c", "gate-agent")
-	if err != nil {
-		return err
+// trailArgs are the arguments of the demo's kubectl gate decisions.
+var trailArgs = []string{"decisions", "-n", ns, "--since", "10m"}
+
+// decisionTrail prints the decision trail of the namespace as kubectl gate decisions reads it
+// from the pods' logs: the confirmer replicas' Managed Agents decisions and the hook calls the
+// sandbox pod's gate-agent sidecar decided, in time order. A sidecar writes its record just
+// after its answer, so the hook's last call is waited for.
+func decisionTrail(ctx context.Context, env *localenv.Env, w io.Writer, sandbox string) error {
+	var out string
+	err := localenv.Wait(ctx, 30*time.Second, func() (bool, error) {
+		var err error
+		out, err = env.Gate(ctx, trailArgs...)
+		return err == nil && strings.Contains(out, "pod "+sandbox) && strings.Contains(out, "Read") && strings.Contains(out, "session "), nil
+	})
+	if out == "" {
+		return fmt.Errorf("kubectl gate decisions printed nothing: %w", err)
 	}
-	fmt.Fprintf(w, "  decided by the pod's gate-agent sidecar; its records (kubectl -n %s logs %s -c gate-agent):\n", ns, sandbox)
-	for _, line := range strings.Split(records, "\n") {
-		var r struct {
-			Schema, Surface, Tool, Verdict, Rule string
-			LatencyUS                            int64 `json:"latency_us"`
-		}
-		if json.Unmarshal([]byte(line), &r) == nil && r.Schema != "" {
-			fmt.Fprintf(w, "  %s %s\t%s rule=%s %dus\n", r.Surface, r.Tool, r.Verdict, cmp.Or(r.Rule, "-"), r.LatencyUS)
-		}
-	}
+	fmt.Fprint(w, indent(out))
 	return nil
 }

@@ -32,11 +32,6 @@ func (e *Env) ApplySamples(ctx context.Context, s Samples) error {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Namespace}}); err != nil {
 		return err
 	}
-	for name, kv := range map[string][2]string{"anthropic": {"api-key", s.APIKey}, "anthropic-webhook": {"signing-key", s.WebhookKey}} {
-		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name}, Data: map[string][]byte{kv[0]: []byte(kv[1])}}); err != nil {
-			return err
-		}
-	}
 	p := &gatev1.HarnessAgentPolicy{}
 	if err := e.ReadSample("gate_v1alpha1_harnessagentpolicy.yaml", p); err != nil {
 		return err
@@ -44,6 +39,18 @@ func (e *Env) ApplySamples(ctx context.Context, s Samples) error {
 	p.Namespace = s.Namespace
 	if err := c.Create(ctx, p); err != nil {
 		return err
+	}
+	return e.ApplySessionConfirmer(ctx, s)
+}
+
+// ApplySessionConfirmer creates the sample SessionConfirmer in s.Namespace, which exists and has
+// the sample's HarnessAgentPolicy, with its Secrets, pointed at BaseURL and AgentID.
+func (e *Env) ApplySessionConfirmer(ctx context.Context, s Samples) error {
+	c := e.Client
+	for name, kv := range map[string][2]string{"anthropic": {"api-key", s.APIKey}, "anthropic-webhook": {"signing-key", s.WebhookKey}} {
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name}, Data: map[string][]byte{kv[0]: []byte(kv[1])}}); err != nil {
+			return err
+		}
 	}
 	sc := &gatev1.SessionConfirmer{}
 	if err := e.ReadSample("gate_v1alpha1_sessionconfirmer.yaml", sc); err != nil {

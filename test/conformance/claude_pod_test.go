@@ -23,7 +23,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/anthropic/messagestest"
+	"github.com/intutic/gate-operator/internal/decisionlog"
+	"github.com/intutic/gate-operator/internal/decisionlog/decisionlogtest"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/localenv"
 	"github.com/intutic/gate-operator/internal/testutil"
@@ -222,6 +225,7 @@ func TestClaudeCodeInPod(t *testing.T) {
 	for _, tc := range cases {
 		run(tc)
 	}
+	decisionTrailInPod(ctx, t, env, governed)
 	// Codex and Gemini CLI under the same policy, before the edit (which blocks touch).
 	otherAgentsInPod(ctx, t, env)
 	run(edit)
@@ -419,4 +423,48 @@ func mustDo(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// decisionTrailInPod checks the decision trail where users read it: a SessionConfirmer in the
+// pod's namespace answers a Managed Agents session (the fake API in the cluster), and
+// `kubectl gate decisions -n agents -o json` then shows, merged in time order from the pods'
+// logs, the Bash call the real Claude Code made in the governed pod and its sidecar blocked,
+// and the Managed Agents call the confirmer blocked; every record it prints is admitted by the
+// record's JSON Schema.
+func decisionTrailInPod(ctx context.Context, t *testing.T, env *localenv.Env, governed string) {
+	t.Run("kubectl gate decisions shows the hook's and the confirmer's blocks in time order", func(t *testing.T) {
+		const key = "sk-ant-conformance"
+		mustDo(t, env.DeployFakes(ctx, key))
+		mustDo(t, env.ApplySessionConfirmer(ctx, localenv.Samples{Namespace: podNamespace, APIKey: key, WebhookKey: "whsec_ZTJlIHdlYmhvb2sga2V5",
+			BaseURL: localenv.FakeBaseURL, AgentID: "agent_trail", PollInterval: 2 * time.Second}))
+		ids, err := env.FakeSession(ctx, "sesn_trail", "agent_trail",
+			anthropictest.ToolUse{Name: "bash", Input: map[string]any{"command": "rm -rf /"}, Permission: "ask"})
+		mustDo(t, err)
+		mustDo(t, localenv.Wait(ctx, 3*time.Minute, func() (bool, error) {
+			got, err := env.FakeConfirmations(ctx, "sesn_trail")
+			return err == nil && len(got) == 1, nil
+		}))
+		var recs []decisionlog.Record
+		var hook, confirmed int
+		ok := localenv.Wait(ctx, time.Minute, func() (bool, error) {
+			out, err := env.Gate(ctx, "decisions", "-n", podNamespace, "--since", "1h", "-o", "json")
+			if err != nil {
+				return false, nil
+			}
+			recs = decisionlogtest.ValidateLines(t, out)
+			hook = slices.IndexFunc(recs, func(r decisionlog.Record) bool {
+				return r.Surface == decisionlog.SurfaceHookSidecar && r.Runtime == "claude-code" && r.Pod == governed && r.Tool == "Bash" && r.Rule == "no-root-rm" && r.Verdict == "Block"
+			})
+			confirmed = slices.IndexFunc(recs, func(r decisionlog.Record) bool {
+				return r.Surface == gate.SurfaceManagedAgents && r.Session == "sesn_trail" && r.ToolUseID == ids[0] && r.Rule == "no-root-rm" && r.Verdict == "Block"
+			})
+			return hook >= 0 && confirmed >= 0, nil
+		}) == nil
+		ordered := slices.IsSortedFunc(recs, func(a, b decisionlog.Record) int { return strings.Compare(a.Time, b.Time) })
+		table, err := env.Gate(ctx, "decisions", "-n", podNamespace, "--since", "1h", "--verdict", "Block")
+		mustDo(t, err)
+		t.Logf("kubectl gate decisions -n %s --since 1h --verdict Block:\n%s", podNamespace, table)
+		record(t, claudePkg, "in a pod: kubectl gate decisions shows the hook's block of Claude Code and the confirmer's block of a Managed Agents call, in time order",
+			ok && ordered && hook < confirmed, fmt.Sprintf("%d records; the hook's block at %d, the confirmer's at %d; in time order %v", len(recs), hook, confirmed, ordered))
+	})
 }

@@ -134,6 +134,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	t.Run("gate-agent sidecar", func(t *testing.T) { testGateAgentInPod(ctx, t, env, sandbox) })
+	t.Run("decision trail", func(t *testing.T) { testDecisionTrail(ctx, t, env, sandbox, "sesn_e2e") })
 	t.Run("cluster baseline", func(t *testing.T) { testClusterBaseline(ctx, t, env, sandbox) })
 	t.Run("egress table", func(t *testing.T) { testEgressTable(ctx, t, env) })
 	t.Run("no ungoverned first second", func(t *testing.T) { testStartupWindow(ctx, t, env) })
