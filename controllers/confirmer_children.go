@@ -57,6 +57,9 @@ func confirmerLabels(sc *gatev1.SessionConfirmer) map[string]string {
 	}
 }
 
+// confirmerReplicas is the replicas of sc's Deployment: spec.replicas, 2 when unset.
+func confirmerReplicas(sc *gatev1.SessionConfirmer) int32 { return ptr.Deref(sc.Spec.Replicas, 2) }
+
 func confirmerSelector(sc *gatev1.SessionConfirmer) map[string]string {
 	return map[string]string{gatev1.LabelConfirmer: sc.Name, "app.kubernetes.io/name": "gate-confirmer"}
 }
@@ -106,7 +109,7 @@ func confirmerArgs(sc *gatev1.SessionConfirmer, p *gatev1.HarnessAgentPolicy, mo
 
 func (r *SessionConfirmerReconciler) desiredDeployment(sc *gatev1.SessionConfirmer, p *gatev1.HarnessAgentPolicy) *appsv1ac.DeploymentApplyConfiguration {
 	name := confirmerName(sc)
-	replicas := ptr.Deref(sc.Spec.Replicas, 2)
+	replicas := confirmerReplicas(sc)
 	image := sc.Spec.Image
 	if image == "" {
 		image = r.ConfirmerImage
@@ -205,7 +208,7 @@ func resourcesOf(r corev1.ResourceRequirements) *corev1ac.ResourceRequirementsAp
 // comparison ignores what the API server defaults, so a steady state sends no write.
 func (r *SessionConfirmerReconciler) applyConfirmer(ctx context.Context, sc *gatev1.SessionConfirmer, o *confirmerObserved) error {
 	name := confirmerName(sc)
-	replicas := ptr.Deref(sc.Spec.Replicas, 2)
+	replicas := confirmerReplicas(sc)
 	labels := confirmerLabels(sc)
 	children := []struct {
 		desired runtime.ApplyConfiguration

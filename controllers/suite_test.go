@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	reportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -73,11 +74,12 @@ func runSuite(m *testing.M, cfg *rest.Config) int {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = gatev1.AddToScheme(scheme)
+	_ = reportsv1alpha1.Install(scheme)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache:      cache.Options{ByObject: CacheByObject()},
+		Cache:      cache.Options{ByObject: CacheByObject(true)},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -123,6 +125,10 @@ func runSuite(m *testing.M, cfg *rest.Config) int {
 		ConfirmerImage:     testConfirmerImage,
 		PlatformNamespaces: []string{testPlatformNamespace},
 	}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := (&ReportReconciler{Client: mgr.GetClient(), RenderDigest: testRenderDigest, ClusterPolicies: true, Clock: testClock}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

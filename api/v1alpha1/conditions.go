@@ -85,6 +85,11 @@ const (
 	// AnnotationEgressCeilings on an egress NetworkPolicy identifies the egress ceilings it was
 	// rendered within; absent when none bounds it.
 	AnnotationEgressCeilings = "gate.intutic.io/egress-ceilings"
+	// AnnotationInjection on a pod the injection governed names what it rendered (the pod
+	// webhook's render digest): the posture Report compares it with the manager's to find pods
+	// injected by another version, and its absence finds pods a policy selects that were never
+	// injected.
+	AnnotationInjection = "gate.intutic.io/injection"
 	// FieldManager is the server-side apply field manager of the operator.
 	FieldManager = "gate-operator"
 )

@@ -16,10 +16,15 @@ import (
 	"strings"
 	"time"
 
+	reportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -29,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -264,8 +270,8 @@ func parseNamespaces(flagName, list string) ([]string, error) {
 // SessionConfirmers' included, then lists and watches only there. No cached object keeps its
 // managedFields: nothing reads them (applies carry whole objects), and they are often the
 // largest part of a small object.
-func cacheOptions(namespaces []string) cache.Options {
-	o := cache.Options{ByObject: controllers.CacheByObject(), DefaultTransform: cache.TransformStripManagedFields()}
+func cacheOptions(namespaces []string, reports bool) cache.Options {
+	o := cache.Options{ByObject: controllers.CacheByObject(reports), DefaultTransform: cache.TransformStripManagedFields()}
 	if len(namespaces) > 0 {
 		o.DefaultNamespaces = make(map[string]cache.Config, len(namespaces))
 		for _, ns := range namespaces {
@@ -301,9 +307,18 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 	if err := gatev1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	if err := reportsv1alpha1.Install(scheme); err != nil {
+		return err
+	}
+	reports, err := reportsServed(cfg)
+	if err != nil {
+		return err
+	}
 	var webhooks *webhook.Server
 	if s.webhooks.Port != 0 {
-		webhooks = webhook.NewServer(s.webhooks)
+		o := s.webhooks
+		o.Registerer = metrics.Registry // the serving certificate's expiry
+		webhooks = webhook.NewServer(o)
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = float32(s.apiQPS), s.apiBurst
@@ -320,7 +335,7 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 		// exits as soon as the manager stops, as this requires.
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       ptr.To(shutdownTimeout),
-		Cache:                         cacheOptions(s.namespaces),
+		Cache:                         cacheOptions(s.namespaces, reports),
 		Controller:                    config.Controller{SkipNameValidation: &s.rerun},
 		Client: client.Options{Cache: &client.CacheOptions{
 			// Secrets are never read through a cache.
@@ -366,10 +381,11 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if s.toolApprovalRetention > 0 {
-		if err := (&controllers.ToolApprovalRetention{Client: mgr.GetClient(), Retention: s.toolApprovalRetention}).SetupWithManager(mgr); err != nil {
-			return err
-		}
+	if err := setupReports(mgr, s, reports); err != nil {
+		return err
+	}
+	if err := setupLeaderChores(mgr, s); err != nil {
+		return err
 	}
 	if s.canaryServer != nil {
 		// Every replica answers the egress-wait of the pods its Service sends it.
@@ -394,6 +410,63 @@ func run(ctx context.Context, cfg *rest.Config, s *settings) error {
 		"webhookPort", s.webhooks.Port, "webhookCerts", s.webhooks.Certs.Mode,
 		"kubeAPIQPS", s.apiQPS, "policyWorkers", s.policyWorkers, "egressCanaryPort", s.canary.Port)
 	return mgr.Start(ctx)
+}
+
+// reportsServed reports whether the API server serves OpenReports' Report
+// (openreports.io/v1alpha1): the posture Reports are kept only then.
+func reportsServed(cfg *rest.Config) (bool, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return false, err
+	}
+	resources, err := dc.ServerResourcesForGroupVersion(reportsv1alpha1.SchemeGroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discovering whether the API server serves %s: %w", reportsv1alpha1.SchemeGroupVersion, err)
+	}
+	return slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Kind == "Report" }), nil
+}
+
+// setupReports registers the posture Reports' controller when the OpenReports CRD is served,
+// and says so either way (the gate_posture_reports_enabled gauge, and the log): without the
+// CRD the manager keeps no Report, and installing it later takes a restart of the manager.
+func setupReports(mgr ctrl.Manager, s *settings, served bool) error {
+	enabled := prometheus.NewGauge(prometheus.GaugeOpts{Name: "gate_posture_reports_enabled",
+		Help: "1 when the manager keeps a posture Report (openreports.io/v1alpha1) per governed namespace; 0 when the API server does not serve the OpenReports CRD."})
+	if err := metrics.Registry.Register(enabled); err != nil {
+		// A manager run again in one process (the tests) finds its own gauge there.
+		already := prometheus.AlreadyRegisteredError{}
+		if !errors.As(err, &already) {
+			return err
+		}
+		enabled = already.ExistingCollector.(prometheus.Gauge)
+	}
+	enabled.Set(0)
+	if !served {
+		ctrl.Log.Info("posture Reports are off: the API server does not serve openreports.io/v1alpha1 Report (install the OpenReports CRD, the chart's reports.installCRD, and restart the manager)")
+		return nil
+	}
+	enabled.Set(1)
+	return (&controllers.ReportReconciler{
+		Client:          mgr.GetClient(),
+		RenderDigest:    webhook.RenderDigest(s.webhooks.InjectOptions()),
+		ClusterPolicies: len(s.namespaces) == 0,
+	}).SetupWithManager(mgr)
+}
+
+// setupLeaderChores registers the leader's work beside the controllers: the status metrics
+// (the policies' readiness and the confirmers' replicas, from the cache) and the retention of
+// finished ToolApprovals.
+func setupLeaderChores(mgr ctrl.Manager, s *settings) error {
+	if err := (&controllers.StatusMetrics{Reader: mgr.GetClient(), ClusterPolicies: len(s.namespaces) == 0, Registerer: metrics.Registry}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if s.toolApprovalRetention > 0 {
+		return (&controllers.ToolApprovalRetention{Client: mgr.GetClient(), Retention: s.toolApprovalRetention}).SetupWithManager(mgr)
+	}
+	return nil
 }
 
 // setupClusterPolicies registers the controllers of cluster policies: their status, and the

@@ -98,7 +98,7 @@ func TestFlagsAccepted(t *testing.T) {
 	if s.metricsAddr != ":8443" || !s.metricsSecure || s.namespaces != nil || s.bootstrap.HookBin != bootstrap.DefaultHookBin {
 		t.Errorf("defaults: metrics %q secure %v, namespaces %q, gate-hook %q", s.metricsAddr, s.metricsSecure, s.namespaces, s.bootstrap.HookBin)
 	}
-	if o := cacheOptions(s.namespaces); o.DefaultNamespaces != nil || o.DefaultTransform == nil {
+	if o := cacheOptions(s.namespaces, false); o.DefaultNamespaces != nil || o.DefaultTransform == nil {
 		t.Errorf("without --namespaces the cache is scoped to %v, or keeps managedFields (transform %v)", o.DefaultNamespaces, o.DefaultTransform)
 	}
 	// No client-side limit (the API server's priority and fairness applies), 16 policy workers.
@@ -116,7 +116,7 @@ func TestFlagsAccepted(t *testing.T) {
 	if !slices.Equal(s.namespaces, []string{"agents", "tools"}) || s.bootstrap.HookBin != "/usr/local/bin/gate-hook" {
 		t.Errorf("namespaces %q, gate-hook %q", s.namespaces, s.bootstrap.HookBin)
 	}
-	o := cacheOptions(s.namespaces)
+	o := cacheOptions(s.namespaces, false)
 	if got := slices.Sorted(maps.Keys(o.DefaultNamespaces)); !slices.Equal(got, []string{"agents", "tools"}) {
 		t.Errorf("cache namespaces %v, want agents and tools", got)
 	}

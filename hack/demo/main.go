@@ -23,6 +23,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	reportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/controllers"
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/confirm/membership"
 	"github.com/intutic/gate-operator/internal/localenv"
@@ -300,6 +302,10 @@ spec:
 	if err := decisionTrail(ctx, env, w, sandbox); err != nil {
 		return err
 	}
+	section("posture of namespace " + ns + ": its Report (openreports.io/v1alpha1 " + controllers.ReportName + ", kept by the manager)")
+	if err := postureReport(ctx, c, w); err != nil {
+		return err
+	}
 
 	section("egress of the sandbox pod on real packets (NetworkPolicy " + policy.Status.NetworkPolicy + ", enforced by kube-router)")
 	dests := []struct{ label, addr string }{
@@ -370,6 +376,24 @@ func conditions(cs []metav1.Condition) string {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
+}
+
+// postureReport prints the namespace's Report: its summary and each result. The manager writes it
+// a moment after the pods it lists are admitted, so the sandbox pod's is waited for.
+func postureReport(ctx context.Context, c client.Client, w io.Writer) error {
+	r := &reportsv1alpha1.Report{}
+	err := localenv.Wait(ctx, 30*time.Second, func() (bool, error) {
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: controllers.ReportName}, r)
+		return err == nil && slices.ContainsFunc(r.Results, func(res reportsv1alpha1.ReportResult) bool { return res.Rule == "pod-governed" }), nil
+	})
+	if err != nil {
+		return fmt.Errorf("the Report of namespace %s: %w", ns, err)
+	}
+	fmt.Fprintf(w, "  summary\tpass %d, fail %d, warn %d\n", r.Summary.Pass, r.Summary.Fail, r.Summary.Warn)
+	for _, res := range r.Results {
+		fmt.Fprintf(w, "  %s\t%s %s: %s\n", res.Result, res.Policy, res.Rule, res.Description)
+	}
+	return nil
 }
 
 // trailArgs are the arguments of the demo's kubectl gate decisions.

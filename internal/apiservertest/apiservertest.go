@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -53,8 +55,24 @@ func AssetsDir() (string, error) {
 	return dir, nil
 }
 
+// OpenReportsModule is the module whose CRD the posture Reports need (openreports.io Report), at
+// the version go.mod pins.
+const OpenReportsModule = "github.com/openreports/reports-api"
+
+// OpenReportsCRDs is the directory of the OpenReports CRDs, as the pinned module publishes
+// them, in the module cache (`go list` downloads it if missing).
+func OpenReportsCRDs(root string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", OpenReportsModule)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating %s: %w", OpenReportsModule, err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd"), nil
+}
+
 // Environment returns an envtest environment on the local binaries, with the project's CRDs
-// installed when withCRDs is set.
+// and OpenReports' installed when withCRDs is set.
 func Environment(withCRDs bool) (*envtest.Environment, error) {
 	assets, err := AssetsDir()
 	if err != nil {
@@ -66,7 +84,11 @@ func Environment(withCRDs bool) (*envtest.Environment, error) {
 		if err != nil {
 			return nil, err
 		}
-		env.CRDDirectoryPaths = []string{filepath.Join(root, "config", "crd", "bases")}
+		reports, err := OpenReportsCRDs(root)
+		if err != nil {
+			return nil, err
+		}
+		env.CRDDirectoryPaths = []string{filepath.Join(root, "config", "crd", "bases"), reports}
 		env.ErrorIfCRDPathMissing = true
 	}
 	return env, nil

@@ -14,10 +14,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	reportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
@@ -100,6 +102,7 @@ func Start(ctx context.Context, root string, out io.Writer) (*Env, error) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = gatev1.AddToScheme(scheme)
+	_ = reportsv1alpha1.Install(scheme)
 	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
 	}
@@ -145,19 +148,23 @@ func (e *Env) Kubectl(ctx context.Context, stdin string, args ...string) (string
 	return stdout.String(), nil
 }
 
+// thisChart are the values the local cluster gives this tree's chart besides the ranges: the
+// OpenReports CRD, which no other release installs here, so the manager keeps posture Reports.
+var thisChart = []string{"--set", "reports.installCRD=true"}
+
 // InstallChart installs charts/gate-operator as a user would, into OperatorNamespace, with the
 // local cluster's ranges as the only values (a user sets them for their own cluster) besides
 // extra helm arguments, and waits until the manager is Available.
 func (e *Env) InstallChart(ctx context.Context, extra ...string) error {
 	e.Step("installing gate-operator with its Helm chart (helm install, the local images)")
-	return e.helmRelease(ctx, "install", filepath.Join(e.Root, "charts", "gate-operator"), extra...)
+	return e.helmRelease(ctx, "install", filepath.Join(e.Root, "charts", "gate-operator"), slices.Concat(thisChart, extra)...)
 }
 
 // UpgradeChart upgrades the release to charts/gate-operator (helm upgrade, the local images)
 // with the same ranges and extra helm arguments, and waits until the manager is Available.
 func (e *Env) UpgradeChart(ctx context.Context, extra ...string) error {
 	e.Step("upgrading gate-operator to this tree's Helm chart (helm upgrade, the local images)")
-	return e.helmRelease(ctx, "upgrade", filepath.Join(e.Root, "charts", "gate-operator"), extra...)
+	return e.helmRelease(ctx, "upgrade", filepath.Join(e.Root, "charts", "gate-operator"), slices.Concat(thisChart, extra)...)
 }
 
 // InstallChartFrom installs the release gate-operator from another tree's chart (a Release's)

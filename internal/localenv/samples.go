@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
@@ -75,4 +77,40 @@ func (e *Env) ReadSample(file string, obj any) error {
 		return err
 	}
 	return yaml.UnmarshalStrict(b, obj)
+}
+
+// WebhooksOff removes what admits pods on the gate's terms (the operator's pod webhooks, mutating
+// and validating, and the governed-pods ValidatingAdmissionPolicyBinding), as a cluster whose
+// webhooks are off or not yet installed; restore puts them back as they were (the rotator's CA
+// bundle included). Pods created in between are admitted without the injection.
+func (e *Env) WebhooksOff(ctx context.Context) (restore func() error, err error) {
+	e.Step("turning the operator's pod admission off (its webhook configurations and the governed-pods policy binding), as a cluster with the webhooks off")
+	saved := []client.Object{
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "gate-operator"}},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "gate-operator"}},
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "gate-operator-governed-pods"}},
+	}
+	for _, obj := range saved {
+		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return nil, err
+		}
+	}
+	for _, obj := range saved {
+		if err := e.Client.Delete(ctx, obj); err != nil {
+			return nil, err
+		}
+	}
+	return func() error {
+		e.Step("turning the operator's pod admission back on")
+		for _, obj := range saved {
+			obj.SetResourceVersion("")
+			obj.SetUID("")
+			obj.SetCreationTimestamp(metav1.Time{})
+			obj.SetManagedFields(nil)
+			if err := e.Client.Create(ctx, obj); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
 }

@@ -4,10 +4,16 @@ package promscrape
 
 import (
 	"bufio"
+	"crypto/tls"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 var client = &http.Client{Timeout: 10 * time.Second}
@@ -38,4 +44,32 @@ func Scrape(url string) (map[string]float64, error) {
 		}
 	}
 	return out, s.Err()
+}
+
+// Families returns every metric family at url, with its type and its series' labels (for the
+// checks of which metrics and labels a process serves). A token, when not empty, is sent as a
+// bearer token, and then the server's certificate is not verified: the manager serves its
+// metrics over HTTPS with a self-signed certificate to authorized tokens.
+func Families(url, token string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	c := client
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+		c = &http.Client{Timeout: client.Timeout, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the manager's self-signed metrics certificate
+		}}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
 }

@@ -1,6 +1,9 @@
 package webhook
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"path"
@@ -183,6 +186,32 @@ func (o InjectOptions) mountDir() string {
 		return bootstrap.DefaultMountDir
 	}
 	return path.Clean(o.Bootstrap.MountDir)
+}
+
+// RenderDigest identifies what the injection renders under o: the SHA-256 of a reference pod's
+// spec after Inject, so that any change of the rendering (a new release, another image, mount
+// directory or canary) changes it. What differs per admission (the canary's resolved address,
+// the policy's gate-agent resources) is left out. The pod webhook stamps it on every pod it
+// governs (gatev1.AnnotationInjection); the manager's posture Report compares.
+func RenderDigest(o InjectOptions) string {
+	o.EgressCanary.Host, o.GateAgentResources = "", nil
+	ref := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "agent"}}}}
+	if _, err := Inject(ref, "policy", o); err != nil {
+		return "unrenderable"
+	}
+	b, err := json.Marshal(ref.Spec)
+	if err != nil {
+		return "unrenderable"
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:16])
+}
+
+func setAnnotation(pod *corev1.Pod, key, value string) {
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[key] = value
 }
 
 // ConflictError is a pod the injection cannot govern without changing what its author wrote:

@@ -71,6 +71,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if g.policy != nil {
 		warnings = append(warnings, policyWarnings(g.policy, pod)...)
 	}
+	setAnnotation(pod, gatev1.AnnotationInjection, RenderDigest(g.options))
 	if equality.Semantic.DeepEqual(g.decoded, pod) {
 		return admission.Allowed("already governed").WithWarnings(warnings...)
 	}

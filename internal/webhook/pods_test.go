@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/bootstrap"
 	"github.com/intutic/gate-operator/internal/testutil"
 )
 
@@ -213,7 +214,8 @@ func TestPodConflictsRefused(t *testing.T) {
 }
 
 // TestSecondPassIsNoOp: the webhook run again on the pod it injected (reinvocationPolicy
-// IfNeeded), or on the example written by hand, answers with no patch.
+// IfNeeded), or on the example written by hand, answers with no patch. Each pass stamps the
+// render digest (AnnotationInjection), which a second pass finds there.
 func TestSecondPassIsNoOp(t *testing.T) {
 	p := samplePolicy(t)
 	h := &PodInjector{
@@ -230,17 +232,19 @@ func TestSecondPassIsNoOp(t *testing.T) {
 	if _, err := Inject(injected, p.Name, o); err != nil {
 		t.Fatal(err)
 	}
+	setAnnotation(injected, gatev1.AnnotationInjection, RenderDigest(o))
 	// The example written by hand is patched once, in its wait-for-egress-policy's command alone
-	// (the Service's name to its ClusterIP); the pod so patched is then left as it is.
+	// (the Service's name to its ClusterIP), and stamped; the pod so patched is then left as it is.
 	byHand := examplePod(t, "sandbox-pod.yaml", p.Namespace)
 	resp := h.Handle(t.Context(), createRequest(t, byHand))
-	want := []string{"replace /spec/initContainers/1/command/2", "replace /spec/initContainers/1/command/4"}
+	want := []string{"add /metadata/annotations", "replace /spec/initContainers/1/command/2", "replace /spec/initContainers/1/command/4"}
 	if !resp.Allowed || !slices.Equal(patchPaths(resp.Patches), want) {
 		t.Errorf("sandbox-pod.yaml: allowed %v, patches %v, want %v", resp.Allowed, patchPaths(resp.Patches), want)
 	}
 	if _, err := Inject(byHand, p.Name, o); err != nil {
 		t.Fatal(err)
 	}
+	setAnnotation(byHand, gatev1.AnnotationInjection, RenderDigest(o))
 	for name, pod := range map[string]*corev1.Pod{"injected": injected, "sandbox-pod.yaml injected": byHand} {
 		resp := h.Handle(t.Context(), createRequest(t, pod))
 		if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Patch) != 0 {
@@ -292,4 +296,29 @@ func toYAML(t *testing.T, v any) string {
 		return err.Error()
 	}
 	return string(b)
+}
+
+// TestRenderDigest: the digest changes with what the injection renders (the hook image, the
+// mount directory) and not with what differs per admission (the canary's resolved address, a
+// policy's gate-agent resources).
+func TestRenderDigest(t *testing.T) {
+	base := InjectOptions{GateHookImage: testGateHookImage}
+	d := RenderDigest(base)
+	if !strings.HasPrefix(d, "sha256:") || len(d) != len("sha256:")+32 {
+		t.Fatalf("digest %q", d)
+	}
+	same := base
+	same.EgressCanary.Host = "10.96.0.44"
+	same.GateAgentResources = &corev1.ResourceRequirements{}
+	if RenderDigest(same) != d {
+		t.Error("the canary's address or the gate-agent's resources change the digest")
+	}
+	for name, o := range map[string]InjectOptions{
+		"another image":           {GateHookImage: testGateHookImage + "-2"},
+		"another mount directory": {GateHookImage: testGateHookImage, Bootstrap: bootstrap.Options{MountDir: "/opt/other"}},
+	} {
+		if RenderDigest(o) == d {
+			t.Errorf("%s renders the same digest", name)
+		}
+	}
 }

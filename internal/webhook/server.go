@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -74,6 +75,10 @@ type Options struct {
 	// stay, and /readyz fails. Zero stops at once; it must end within the pod's
 	// terminationGracePeriodSeconds.
 	ShutdownDelay time.Duration
+	// Registerer serves the serving certificate's expiry
+	// (gate_operator_webhook_certificate_expiration_timestamp_seconds) while the manager runs:
+	// the manager passes controller-runtime's registry; nil serves it nowhere.
+	Registerer prometheus.Registerer
 }
 
 // Server is the manager's webhook server: controller-runtime's, started only once its serving
@@ -145,8 +150,14 @@ func (s *Server) Register(path string, hook http.Handler) {
 	}))
 }
 
+// InjectOptions are the options the pod webhook injects with (before the canary's address is
+// resolved at each admission).
+func (o Options) InjectOptions() InjectOptions {
+	return InjectOptions{Bootstrap: o.Bootstrap, GateHookImage: o.GateHookImage, EgressCanary: o.EgressCanary}
+}
+
 // SetupWithManager manages the serving certificate (the rotator, or a wait for the files another
-// issuer writes), registers the webhooks with reader for the policies they look up (the
+// issuer writes) and serves its expiry as a metric, registers the webhooks with reader for the policies they look up (the
 // manager's API reader: never a cache), and adds the server's readiness to /readyz.
 func (s *Server) SetupWithManager(mgr manager.Manager, reader client.Reader) error {
 	// The manager starts its webhook server once asked for it, and this must be that server.
@@ -167,12 +178,15 @@ func (s *Server) SetupWithManager(mgr manager.Manager, reader client.Reader) err
 	default:
 		return fmt.Errorf("unknown certificate mode %q", s.opts.Certs.Mode)
 	}
+	if s.opts.Registerer != nil {
+		if err := mgr.Add(&certMetrics{dir: s.opts.Certs.Dir, reg: s.opts.Registerer}); err != nil {
+			return err
+		}
+	}
 	s.Register(PolicyPath, &admission.Webhook{Handler: &PolicyValidator{Bootstrap: s.opts.Bootstrap}})
 	s.Register(ClusterPolicyPath, &admission.Webhook{Handler: &ClusterPolicyValidator{}})
 	s.Register(ConfirmerPath, &admission.Webhook{Handler: &ConfirmerValidator{Reader: reader, PlatformNamespaces: s.opts.PlatformNamespaces}})
-	injector := &PodInjector{Reader: reader, Options: InjectOptions{
-		Bootstrap: s.opts.Bootstrap, GateHookImage: s.opts.GateHookImage, EgressCanary: s.opts.EgressCanary,
-	}, ClusterPolicies: len(s.opts.Namespaces) == 0}
+	injector := &PodInjector{Reader: reader, Options: s.opts.InjectOptions(), ClusterPolicies: len(s.opts.Namespaces) == 0}
 	s.Register(PodPath, &admission.Webhook{Handler: injector})
 	s.Register(PodValidatorPath, &admission.Webhook{Handler: &PodValidator{Injector: injector}})
 	s.Register(ApprovalRecorderPath, &admission.Webhook{Handler: &ApprovalRecorder{}})

@@ -135,6 +135,7 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("gate-agent sidecar", func(t *testing.T) { testGateAgentInPod(ctx, t, env, sandbox) })
 	t.Run("decision trail", func(t *testing.T) { testDecisionTrail(ctx, t, env, sandbox, "sesn_e2e") })
+	t.Run("posture report", func(t *testing.T) { testPostureReport(ctx, t, env) })
 	t.Run("cluster baseline", func(t *testing.T) { testClusterBaseline(ctx, t, env, sandbox) })
 	t.Run("egress table", func(t *testing.T) { testEgressTable(ctx, t, env) })
 	t.Run("no ungoverned first second", func(t *testing.T) { testStartupWindow(ctx, t, env) })
@@ -184,6 +185,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("gate-agent fallback", func(t *testing.T) {
 		testGateAgentFallback(ctx, t, env, sandbox, "no deleting the root filesystem")
 	})
+	t.Run("dashboard and alerts read served metrics", func(t *testing.T) { testMonitoring(ctx, t, env, ns, sandbox) })
 
 	// Deleting the policy garbage-collects its children (kube-controller-manager).
 	must(t, c.Delete(ctx, policy))

@@ -30,14 +30,20 @@ func TestHelmManifestsServerSideDryRun(t *testing.T) {
 	t.Run("non-default values", func(t *testing.T) {
 		objs := helmTemplate(t, "-f", writeValues(t, customValues))
 		var rest []*unstructured.Unstructured
+		// The dashboard's ConfigMap goes where Grafana's sidecar looks.
+		applyForReal(t, c, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "grafana"},
+		}})
 		for _, o := range objs {
 			// No Prometheus Operator CRDs in this API server.
-			if o.GetKind() != "ServiceMonitor" {
+			switch o.GetKind() {
+			case "ServiceMonitor", "PrometheusRule":
+			default:
 				rest = append(rest, o)
 			}
 		}
-		if len(rest) != len(objs)-1 {
-			t.Fatalf("expected exactly one ServiceMonitor to leave out, left %d of %d", len(rest), len(objs))
+		if len(rest) != len(objs)-2 {
+			t.Fatalf("expected exactly one ServiceMonitor and one PrometheusRule to leave out, left %d of %d", len(rest), len(objs))
 		}
 		dryRunAll(t, c, rest)
 	})

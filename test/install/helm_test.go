@@ -99,6 +99,17 @@ serviceMonitor:
   interval: 15s
   labels:
     release: prometheus
+grafanaDashboard:
+  enabled: true
+  namespace: grafana
+  label: grafana.example.com/dashboard
+  labelValue: gate
+  annotations:
+    grafana_folder: Platform
+prometheusRule:
+  enabled: true
+  labels:
+    release: prometheus
 resources:
   requests:
     cpu: 200m
@@ -259,6 +270,10 @@ func TestHelmTemplateRejectsInvalidValues(t *testing.T) {
 		{"unknown budget key", "podDisruptionBudget:\n  minAvailable: 1\n", "'minAvailable' not allowed"},
 		{"spread when unsatisfiable", "topologySpread:\n  whenUnsatisfiable: Sometimes\n", "/topologySpread/whenUnsatisfiable"},
 		{"spread by nothing", "topologySpread:\n  topologyKey: \"\"\n", "/topologySpread/topologyKey"},
+		{"dashboard label value with a space", "grafanaDashboard:\n  labelValue: \"a b\"\n", "/grafanaDashboard/labelValue"},
+		{"dashboard namespace not a DNS label", "grafanaDashboard:\n  namespace: Grafana\n", "/grafanaDashboard/namespace"},
+		{"prometheusRule.enabled not a boolean", "prometheusRule:\n  enabled: \"true\"\n", "/prometheusRule/enabled"},
+		{"unknown prometheusRule key", "prometheusRule:\n  interval: 1m\n", "'interval' not allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := helm(t, "template", release, "charts/gate-operator", "--namespace", namespace, "-f", writeValues(t, tc.values))
