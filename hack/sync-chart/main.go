@@ -17,6 +17,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -131,14 +132,16 @@ const openReportsModule = "github.com/openreports/reports-api"
 // renderOpenReportsCRD renders the module's Report CRD as the chart's
 // templates/openreports-crd.yaml, under reports.installCRD.
 func renderOpenReportsCRD() ([]byte, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Path}}@{{.Version}} {{.Dir}}", openReportsModule).Output()
+	// go mod download, unlike go list -m, fetches the module when the cache lacks it.
+	out, err := exec.Command("go", "mod", "download", "-json", openReportsModule).Output()
 	if err != nil {
-		return nil, fmt.Errorf("locating %s (go list -m): %w", openReportsModule, err)
+		return nil, fmt.Errorf("downloading %s (go mod download): %w", openReportsModule, err)
 	}
-	version, dir, ok := strings.Cut(strings.TrimSpace(string(out)), " ")
-	if !ok || dir == "" {
+	var mod struct{ Path, Version, Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
 		return nil, fmt.Errorf("%s is not in the module cache: %q", openReportsModule, out)
 	}
+	version, dir := mod.Path+"@"+mod.Version, mod.Dir
 	const file = "config/crd/openreports.io_reports.yaml"
 	return renderCRDWith(filepath.Join(dir, filepath.FromSlash(file)), version+" "+file, ".Values.reports.installCRD")
 }

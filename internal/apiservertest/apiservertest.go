@@ -4,13 +4,13 @@
 package apiservertest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -60,15 +60,19 @@ func AssetsDir() (string, error) {
 const OpenReportsModule = "github.com/openreports/reports-api"
 
 // OpenReportsCRDs is the directory of the OpenReports CRDs, as the pinned module publishes
-// them, in the module cache (`go list` downloads it if missing).
+// them, in the module cache (`go mod download` fetches it if missing).
 func OpenReportsCRDs(root string) (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", OpenReportsModule)
+	cmd := exec.Command("go", "mod", "download", "-json", OpenReportsModule)
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("locating %s: %w", OpenReportsModule, err)
+		return "", fmt.Errorf("downloading %s: %w", OpenReportsModule, err)
 	}
-	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd"), nil
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return "", fmt.Errorf("%s is not in the module cache: %q", OpenReportsModule, out)
+	}
+	return filepath.Join(mod.Dir, "config", "crd"), nil
 }
 
 // Environment returns an envtest environment on the local binaries, with the project's CRDs

@@ -225,6 +225,10 @@ func TestClaudeCodeInPod(t *testing.T) {
 	for _, tc := range cases {
 		run(tc)
 	}
+	// The cluster baseline selects every pod of the namespace, and would govern the
+	// SessionConfirmer's pods too, its egress cutting them off from the API server: it goes
+	// before the confirmer comes (docs/fleet.md, "Confirmers under a baseline").
+	removeFleet()
 	decisionTrailInPod(ctx, t, env, governed)
 	// Codex and Gemini CLI under the same policy, before the edit (which blocks touch).
 	otherAgentsInPod(ctx, t, env)
