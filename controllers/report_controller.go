@@ -208,7 +208,7 @@ func (r *ReportReconciler) podResults(in *observed) []reportsv1alpha1.ReportResu
 		}
 	}
 	if current > 0 {
-		out = append(out, result("", checkPodGoverned, "pass", "", fmt.Sprintf("%d pods the policies select run the current injection", current)))
+		out = append(out, result("", checkPodGoverned, "pass", "", fmt.Sprintf("pods the policies select that run the current injection: %d", current)))
 	}
 	return out
 }
