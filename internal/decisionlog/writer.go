@@ -48,7 +48,10 @@ type Writer struct {
 	allow   *rate.Limiter
 	dropped struct{ allow, other atomic.Int64 }
 	metric  *prometheus.CounterVec
-	once    sync.Once
+	// closing guards queue against a Write after Close (a request a shutdown timed out on):
+	// Writes hold it shared, Close exclusively.
+	closing sync.RWMutex
+	closed  bool
 	done    chan struct{}
 }
 
@@ -84,9 +87,15 @@ func NewWriter(out io.Writer, o WriterOptions) *Writer {
 }
 
 // Write queues rec for the output, or drops and counts it; it never blocks. A nil Writer drops
-// every record uncounted.
+// every record uncounted; a closed one counts it dropped.
 func (w *Writer) Write(rec Record) {
 	if w == nil {
+		return
+	}
+	w.closing.RLock()
+	defer w.closing.RUnlock()
+	if w.closed {
+		w.drop(classOf(&rec))
 		return
 	}
 	if rec.droppable() {
@@ -98,12 +107,16 @@ func (w *Writer) Write(rec Record) {
 	select {
 	case w.queue <- queued{rec: rec}:
 	default:
-		if rec.droppable() {
-			w.drop(dropClassAllow)
-		} else {
-			w.drop(dropClassOther)
-		}
+		w.drop(classOf(&rec))
 	}
+}
+
+// classOf is the drop class of rec.
+func classOf(rec *Record) string {
+	if rec.droppable() {
+		return dropClassAllow
+	}
+	return dropClassOther
 }
 
 func (w *Writer) drop(class string) {
@@ -123,17 +136,28 @@ func (w *Writer) Flush() {
 	if w == nil {
 		return
 	}
+	w.closing.RLock()
+	if w.closed {
+		w.closing.RUnlock()
+		return
+	}
 	done := make(chan struct{})
 	w.queue <- queued{flushed: done}
+	w.closing.RUnlock()
 	<-done
 }
 
-// Close writes what is queued and stops; Write must not be called after it.
+// Close writes what is queued and stops; a record written after it is counted dropped.
 func (w *Writer) Close() {
 	if w == nil {
 		return
 	}
-	w.once.Do(func() { close(w.queue) })
+	w.closing.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.queue)
+	}
+	w.closing.Unlock()
 	<-w.done
 }
 

@@ -139,3 +139,17 @@ func dropped(t *testing.T, reg prometheus.Gatherer) string {
 	}
 	return fmt.Sprintf("allow=%v other=%v", got["allow"], got["other"])
 }
+
+// TestWriteAfterClose: a record written after Close (a request a shutdown timed out on) is
+// counted dropped, not a panic; Close and Flush may be called again.
+func TestWriteAfterClose(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	w := decisionlog.NewWriter(io.Discard, decisionlog.WriterOptions{Registerer: reg})
+	w.Close()
+	w.Write(record("Block"))
+	w.Flush()
+	w.Close()
+	if got := dropped(t, reg); got != "allow=0 other=1" {
+		t.Fatalf("gate_decision_records_dropped_total %s", got)
+	}
+}
