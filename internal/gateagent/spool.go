@@ -222,6 +222,7 @@ func (s *Server) reportFallbacks(ctx context.Context) {
 // readSpool reads the fallback spool once and reports what it found.
 func (s *Server) readSpool() {
 	now := decisionlog.Now()
+	pod, namespace := s.identity()
 	rejected, err := s.spool.read(func(f agentproto.FallbackRecord) {
 		s.metrics.fallbacks.WithLabelValues(f.Reason, f.Verdict).Inc()
 		rec := decisionlog.Record{
@@ -229,6 +230,8 @@ func (s *Server) readSpool() {
 			Untrusted: true, ReportedAt: now, FallbackReason: f.Reason, Runtime: spooledRuntime(f.Runtime),
 			Digest: f.Digest, Layer: f.Layer, Rule: f.Rule, Verdict: f.Verdict, Enforcement: f.Enforcement, Code: f.Code,
 			Tool: f.Tool, InputBytes: int64(f.InputBytes), InputSHA256: f.InputSHA256,
+			// The sidecar's own pod and namespace, not the line's: the spool is this pod's.
+			Pod: pod, Namespace: namespace,
 		}
 		if rec.DecisionID == "" {
 			rec.DecisionID = gate.NewIncidentID()
@@ -242,6 +245,19 @@ func (s *Server) readSpool() {
 	if err != nil {
 		s.log.Error(err, "reading the fallback spool", "path", s.spool.path)
 	}
+}
+
+// identity is the pod the sidecar serves and its namespace, as the bundle in force names them
+// (the pod's name file beside it when none is loaded).
+func (s *Server) identity() (pod, namespace string) {
+	if b := s.state.Load(); b != nil {
+		for _, lp := range b.policies {
+			if lp.failure == nil {
+				return lp.caller.Pod, lp.namespace
+			}
+		}
+	}
+	return gate.PodCaller(s.dir).Pod, ""
 }
 
 // spooledRuntime is the runtime of a spool line: the one it names when the sidecar knows it,

@@ -206,3 +206,23 @@ func TestFallbackSpoolOffsetOutlivesARestart(t *testing.T) {
 		t.Fatalf("after the spool was replaced: %+v, want its one line", recs)
 	}
 }
+
+// TestFallbackRecordsNameTheSidecarsPod: a fallback's record names the pod and namespace of the
+// bundle the sidecar serves (the spool is that pod's), not anything the line says.
+func TestFallbackRecordsNameTheSidecarsPod(t *testing.T) {
+	vol := sampleVolume(t)
+	path := filepath.Join(t.TempDir(), "fallback.ndjson")
+	r := &running{records: &syncBuffer{}, reg: prometheus.NewRegistry()}
+	s, err := New(Options{BundleDir: vol.Dir, FallbackSpool: path, Records: r.records, Registerer: r.reg, Log: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.records.Close) // Run would close it
+	r.Server = s
+	s.refresh(false)
+	appendTo(t, path, fallbackLine(t, agentproto.FallbackUnreachable, "Block"))
+	r.readSpool()
+	if recs := r.recordLines(t); len(recs) != 1 || recs[0].Pod != "coding-agent-0" || recs[0].Namespace != "agents" {
+		t.Fatalf("records %+v, want one naming coding-agent-0 in agents", recs)
+	}
+}
