@@ -73,7 +73,7 @@ func TestReplicasAnswerApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func(name string) *replicaProcess {
-		r := &replicaProcess{addr: freePort(t), metricsAddr: freePort(t), logs: &syncBuffer{}, exited: make(chan error, 1)}
+		r := &replicaProcess{addr: freePort(t), metricsAddr: freePort(t), logs: &testutil.SyncBuffer{}, exited: make(chan error, 1)}
 		r.cmd = exec.Command(bin, "--listen", r.addr, "--metrics-listen", r.metricsAddr, "--insecure-no-auth", "--snapshot", filepath.Join(dir, gate.SnapshotFileName),
 			"--anthropic-base-url", fake.URL, "--anthropic-api-key-file", filepath.Join(dir, "api-key"), "--anthropic-ca-file", filepath.Join(dir, "ca.pem"),
 			"--agent-ids", "agent_ap", "--poll-interval", "1s", "--kubeconfig", filepath.Join(dir, "kubeconfig"),

@@ -4,7 +4,6 @@ package main
 // configured the way the SessionConfirmer Deployment configures it (files, not env).
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -88,7 +86,7 @@ func TestConfirmerAnswersSessions(t *testing.T) {
 	}
 
 	addr, metricsAddr := freePort(t), freePort(t)
-	logs, records := &syncBuffer{}, &syncBuffer{}
+	logs, records := &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
 	cmd := exec.Command(bin, "--listen", addr, "--metrics-listen", metricsAddr, "--insecure-no-auth",
 		"--snapshot", filepath.Join(dir, gate.SnapshotFileName),
 		"--anthropic-base-url", fake.URL, "--anthropic-api-key-file", filepath.Join(dir, "api-key"),
@@ -186,24 +184,6 @@ func TestConfirmerAnswersSessions(t *testing.T) {
 		!slices.ContainsFunc(decisions, func(r decisionlog.Record) bool { return r.Surface == gate.SurfaceAPI && r.Verdict == "Allow" }) {
 		t.Fatalf("records on stdout:\n%s\nlogs:\n%s", records.String(), logs.String())
 	}
-}
-
-// syncBuffer collects the child's output from exec's copying goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestInsecureNoAuthNeedsLoopback(t *testing.T) {

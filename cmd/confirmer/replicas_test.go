@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
 	"github.com/intutic/gate-operator/internal/apiservertest"
@@ -62,7 +61,7 @@ func TestReplicasShareSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func(name string) *replicaProcess {
-		r := &replicaProcess{addr: freePort(t), metricsAddr: freePort(t), logs: &syncBuffer{}, exited: make(chan error, 1)}
+		r := &replicaProcess{addr: freePort(t), metricsAddr: freePort(t), logs: &testutil.SyncBuffer{}, exited: make(chan error, 1)}
 		r.cmd = exec.Command(bin, "--listen", r.addr, "--metrics-listen", r.metricsAddr, "--insecure-no-auth", "--snapshot", filepath.Join(dir, gate.SnapshotFileName),
 			"--anthropic-base-url", fake.URL, "--anthropic-api-key-file", filepath.Join(dir, "api-key"), "--anthropic-ca-file", filepath.Join(dir, "ca.pem"),
 			"--agent-ids", "agent_r", "--poll-interval", "1s", "--kubeconfig", filepath.Join(dir, "kubeconfig"),
@@ -137,7 +136,7 @@ type replicaProcess struct {
 	addr        string
 	metricsAddr string // --metrics-listen
 	cmd         *exec.Cmd
-	logs        *syncBuffer
+	logs        *testutil.SyncBuffer
 	exited      chan error
 }
 
@@ -151,26 +150,5 @@ func (r *replicaProcess) metric(name string) int {
 // duration and returns its admin config and a kubeconfig for the confirmer processes.
 func startAPIServer(t *testing.T, crds bool) (*rest.Config, []byte) {
 	t.Helper()
-	env, err := apiservertest.Environment(crds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping envtest: %v", err)
-		}
-	})
-	admin, err := env.AddUser(envtest.User{Name: "confirmer", Groups: []string{"system:masters"}}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg, kubeconfig
+	return apiservertest.StartAdmin(t, crds, "confirmer")
 }

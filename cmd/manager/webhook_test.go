@@ -131,7 +131,7 @@ func TestWebhookFlagsAccepted(t *testing.T) {
 // injects the CA, and the API server's calls reach it: a broken rule is refused with its path
 // and a labelled pod is injected.
 func TestManagerServesWebhooksUnderItsOwnRBAC(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true)))
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -101,6 +101,29 @@ func Environment(withCRDs bool) (*envtest.Environment, error) {
 // Start starts an API server for one test and stops it when the test ends.
 func Start(t testing.TB, withCRDs bool) *rest.Config {
 	t.Helper()
+	_, cfg := start(t, withCRDs)
+	return cfg
+}
+
+// StartAdmin is Start with a user of group system:masters named user added, for processes the
+// test runs: it returns the admin config and that user's kubeconfig.
+func StartAdmin(t testing.TB, withCRDs bool, user string) (*rest.Config, []byte) {
+	t.Helper()
+	env, cfg := start(t, withCRDs)
+	admin, err := env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, kubeconfig
+}
+
+// start starts an API server for the test's duration.
+func start(t testing.TB, withCRDs bool) (*envtest.Environment, *rest.Config) {
+	t.Helper()
 	env, err := Environment(withCRDs)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +137,7 @@ func Start(t testing.TB, withCRDs bool) *rest.Config {
 			t.Errorf("stopping envtest: %v", err)
 		}
 	})
-	return cfg
+	return env, cfg
 }
 
 // Main starts one API server, with the project's CRDs and the given webhook configurations, for

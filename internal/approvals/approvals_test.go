@@ -11,6 +11,7 @@ import (
 	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/decisionlog/decisionlogtest"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 // TestApprovalName: one call, one name, readable and DNS-safe; another call, session, surface
@@ -86,7 +87,7 @@ func TestApprovalRecordsTheClusterLayer(t *testing.T) {
 // TestOutcomeRecords: each outcome is one decision record the schema admits, with the
 // verdict the caller got, who answered, and the call it held, never its input.
 func TestOutcomeRecords(t *testing.T) {
-	var out decisionlogtest.Buffer
+	var out testutil.SyncBuffer
 	w := decisionlog.NewWriter(&out, decisionlog.WriterOptions{})
 	a := &Store{Namespace: "agents", Confirmer: "coding-agents", ConfirmerUID: "uid-1", Policy: "coding-agents",
 		Trail: decisionlog.New(w, decisionlog.Source{ReportedBy: decisionlog.ReportedByConfirmer, Namespace: "agents", Confirmer: "coding-agents"}, nil)}

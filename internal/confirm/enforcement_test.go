@@ -11,6 +11,7 @@ import (
 	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/decisionlog/decisionlogtest"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 // TestConfirmerAuditedBlockIsAllowed: under a policy set to Audit, the Managed Agents
@@ -24,7 +25,7 @@ func TestConfirmerAuditedBlockIsAllowed(t *testing.T) {
 	)
 	c := newConfirmer(t, f)
 	c.Gate = gatetest.AuditedCodingAgents(t)
-	var out decisionlogtest.Buffer
+	var out testutil.SyncBuffer
 	trail := decisionlog.NewWriter(&out, decisionlog.WriterOptions{})
 	defer trail.Close()
 	reg := prometheus.NewRegistry()

@@ -13,6 +13,7 @@ import (
 	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/decisionlog/decisionlogtest"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 // TestRecords: the record of a decision, as the confirmer and the gate API write it, is one
@@ -52,7 +53,7 @@ func TestRecords(t *testing.T) {
 				Rule: "no-curl", Verdict: "Block", Enforcement: "enforce", Reason: "no curl", Exceptions: []string{"agents/tmp-curl"}, Tool: "Bash", InputBytes: 20}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var out decisionlogtest.Buffer
+			var out testutil.SyncBuffer
 			var kept decisionlog.Memory
 			w := decisionlog.NewWriter(&out, decisionlog.WriterOptions{})
 			r := decisionlog.New(w, src, nil, &kept)

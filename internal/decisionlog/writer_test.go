@@ -10,6 +10,7 @@ import (
 
 	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/decisionlog/decisionlogtest"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 func record(verdict string) decisionlog.Record {
@@ -21,7 +22,7 @@ func record(verdict string) decisionlog.Record {
 // other record is written; the next record written says how many were dropped, and so does
 // the metric.
 func TestWriterRateLimitsAllowRecords(t *testing.T) {
-	var out decisionlogtest.Buffer
+	var out testutil.SyncBuffer
 	reg := prometheus.NewRegistry()
 	w := decisionlog.NewWriter(&out, decisionlog.WriterOptions{AllowRate: 1e-9, AllowBurst: 2, Registerer: reg})
 	for range 10 {
@@ -61,7 +62,7 @@ func TestWriterRateLimitsAllowRecords(t *testing.T) {
 // blocked is an output that takes nothing until released, as a stalled log pipeline.
 type blocked struct {
 	entered, release chan struct{}
-	decisionlogtest.Buffer
+	testutil.SyncBuffer
 }
 
 func (b *blocked) Write(p []byte) (int, error) {
@@ -70,7 +71,7 @@ func (b *blocked) Write(p []byte) (int, error) {
 	default:
 	}
 	<-b.release
-	return b.Buffer.Write(p)
+	return b.SyncBuffer.Write(p)
 }
 
 // TestWriterNeverBlocksTheDecider: with the output stalled, Write returns at once; Allow

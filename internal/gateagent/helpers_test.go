@@ -8,7 +8,6 @@ import (
 	"net"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,13 +18,14 @@ import (
 	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/decisionlog/decisionlogtest"
 	"github.com/intutic/gate-operator/internal/gateagent/gateagenttest"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 // running is a Server on a socket, with its records and metrics.
 type running struct {
 	*Server
 	socket  string
-	records *syncBuffer
+	records *testutil.SyncBuffer
 	reg     *prometheus.Registry
 }
 
@@ -33,7 +33,7 @@ type running struct {
 // test ends; it is ready when start returns.
 func start(t testing.TB, o Options) *running {
 	t.Helper()
-	r := &running{socket: gateagenttest.SocketPath(t), records: &syncBuffer{}, reg: prometheus.NewRegistry()}
+	r := &running{socket: gateagenttest.SocketPath(t), records: &testutil.SyncBuffer{}, reg: prometheus.NewRegistry()}
 	o.Records, o.Registerer, o.Log = r.records, r.reg, logr.Discard()
 	s, err := New(o)
 	if err != nil {
@@ -128,24 +128,6 @@ func (r *running) counter(t *testing.T, name string, labels map[string]string) f
 		}
 	}
 	return 0
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's writers and the test's reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // waitFor waits up to 10 seconds for cond.

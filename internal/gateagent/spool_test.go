@@ -15,13 +15,14 @@ import (
 	"github.com/intutic/gate-operator/internal/agentproto"
 	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gateagent/gateagenttest"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 // spoolServer is a Server reading the spool at path, not running: the test reads the spool
 // with readSpool, as reportFallbacks does on its ticks.
 func spoolServer(t *testing.T, path string) *running {
 	t.Helper()
-	r := &running{records: &syncBuffer{}, reg: prometheus.NewRegistry()}
+	r := &running{records: &testutil.SyncBuffer{}, reg: prometheus.NewRegistry()}
 	s, err := New(Options{BundleDir: t.TempDir(), FallbackSpool: path, Records: r.records, Registerer: r.reg, Log: logr.Discard()})
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +172,7 @@ func TestFallbackSpoolOffsetOutlivesARestart(t *testing.T) {
 	dir := t.TempDir()
 	path, state := filepath.Join(dir, "fallback.ndjson"), filepath.Join(t.TempDir(), "fallback.offset")
 	start := func() *running {
-		r := &running{records: &syncBuffer{}, reg: prometheus.NewRegistry()}
+		r := &running{records: &testutil.SyncBuffer{}, reg: prometheus.NewRegistry()}
 		s, err := New(Options{BundleDir: t.TempDir(), FallbackSpool: path, SpoolState: state, Records: r.records, Registerer: r.reg, Log: logr.Discard()})
 		if err != nil {
 			t.Fatal(err)
@@ -212,7 +213,7 @@ func TestFallbackSpoolOffsetOutlivesARestart(t *testing.T) {
 func TestFallbackRecordsNameTheSidecarsPod(t *testing.T) {
 	vol := sampleVolume(t)
 	path := filepath.Join(t.TempDir(), "fallback.ndjson")
-	r := &running{records: &syncBuffer{}, reg: prometheus.NewRegistry()}
+	r := &running{records: &testutil.SyncBuffer{}, reg: prometheus.NewRegistry()}
 	s, err := New(Options{BundleDir: vol.Dir, FallbackSpool: path, Records: r.records, Registerer: r.reg, Log: logr.Discard()})
 	if err != nil {
 		t.Fatal(err)

@@ -13,12 +13,13 @@ import (
 	"github.com/intutic/gate-operator/internal/decisionlog/decisionlogtest"
 	"github.com/intutic/gate-operator/internal/gate"
 	"github.com/intutic/gate-operator/internal/gate/gatetest"
+	"github.com/intutic/gate-operator/internal/testutil"
 )
 
 // trail is the decision records an API writes, kept for the test.
 type trail struct {
 	w   *decisionlog.Writer
-	out decisionlogtest.Buffer
+	out testutil.SyncBuffer
 }
 
 // auditedAPI serves the coding-agents rules in a policy set to Audit, with its records and

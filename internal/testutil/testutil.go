@@ -1,13 +1,18 @@
 // Package testutil holds the helpers the repository's tests share: a test-scoped context,
 // polling until a condition holds, a fresh namespace on a test API server, and running a
-// command for its output.
+// command for its output, a buffer a test reads while another writes it, a pinned tool.
 //
 // Only _test.go files import it; product code must not.
 package testutil
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,4 +103,43 @@ func (w *Warnings) Take() []string {
 	seen := w.seen
 	w.seen = nil
 	return seen
+}
+
+// SyncBuffer is a bytes.Buffer that one side may write (a child process's output, a server's
+// log or records) while the test reads it. The zero value is ready.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String is everything written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// InstallTool makes the tool bin (under root's bin/) pkg@version, as `make tools` does: if it is
+// missing or another version, it is built with hack/install-tool.sh, which takes eta, said on
+// stderr first. It is for a test that runs a pinned tool outside `make`.
+func InstallTool(root, bin, pkg, version, eta string) error {
+	recorded, _ := os.ReadFile(bin + ".version")
+	if info, err := os.Stat(bin); err == nil && info.Mode()&0o111 != 0 && strings.TrimSpace(string(recorded)) == pkg+"@"+version {
+		return nil
+	}
+	name := filepath.Base(bin)
+	fmt.Fprintf(os.Stderr, "bin/%s %s is missing; building it with hack/install-tool.sh (%s, once)\n", name, version, eta)
+	cmd := exec.Command(filepath.Join(root, "hack", "install-tool.sh"), bin, pkg, version)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("hack/install-tool.sh bin/%s %s %s: %v\n%s", name, pkg, version, err, out)
+	}
+	return nil
 }

@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -37,19 +35,7 @@ var (
 func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	bin := filepath.Join(root, "bin", "helm")
-	helmOnce.Do(func() {
-		version, _ := os.ReadFile(bin + ".version")
-		if info, err := os.Stat(bin); err == nil && info.Mode()&0o111 != 0 && strings.TrimSpace(string(version)) == helmPackage+"@"+helmVersion {
-			return
-		}
-		fmt.Fprintf(os.Stderr, "install_test: bin/helm %s is missing; building it with hack/install-tool.sh (about 2 minutes, once)\n", helmVersion)
-		cmd := exec.Command(filepath.Join(root, "hack", "install-tool.sh"), bin, helmPackage, helmVersion)
-		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			helmErr = fmt.Errorf("hack/install-tool.sh bin/helm %s %s: %v\n%s", helmPackage, helmVersion, err, out)
-		}
-	})
+	helmOnce.Do(func() { helmErr = testutil.InstallTool(root, bin, helmPackage, helmVersion, "about 2 minutes") })
 	if helmErr != nil {
 		t.Fatal(helmErr)
 	}

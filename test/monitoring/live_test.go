@@ -1,7 +1,6 @@
 package monitoring
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/agentproto"
@@ -54,27 +51,7 @@ func TestQueriesAreServed(t *testing.T) {
 	bin := buildBinaries(t, root, "manager", "confirmer", "gate-agent")
 	ctx := testutil.Context(t, 4*time.Minute)
 
-	env, err := apiservertest.Environment(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping envtest: %v", err)
-		}
-	})
-	admin, err := env.AddUser(envtest.User{Name: "monitoring-test", Groups: []string{"system:masters"}}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfigData, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, kubeconfigData := apiservertest.StartAdmin(t, true, "monitoring-test")
 	dir := t.TempDir()
 	kubeconfig := writeFile(t, dir, "kubeconfig", kubeconfigData)
 	scheme := runtime.NewScheme()
@@ -206,7 +183,7 @@ func start(t *testing.T, name string, env []string, path string, args ...string)
 	t.Helper()
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(os.Environ(), env...)
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -273,22 +250,4 @@ func freeAddr(t *testing.T) string {
 func freePort(t *testing.T) string {
 	_, port, _ := net.SplitHostPort(freeAddr(t))
 	return port
-}
-
-// syncBuffer collects a child's output from exec's copying goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -7,7 +7,6 @@ package monitoring
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -52,16 +51,7 @@ func promtool(t *testing.T, args ...string) (string, error) {
 	root := repoRoot(t)
 	bin := filepath.Join(root, "bin", "promtool")
 	promtoolOnce.Do(func() {
-		version, _ := os.ReadFile(bin + ".version")
-		if info, err := os.Stat(bin); err == nil && info.Mode()&0o111 != 0 && strings.TrimSpace(string(version)) == promtoolPackage+"@"+promtoolVersion {
-			return
-		}
-		fmt.Fprintf(os.Stderr, "monitoring: bin/promtool %s is missing; building it with hack/install-tool.sh (about 6 minutes on 2 cores, once)\n", promtoolVersion)
-		cmd := exec.Command(filepath.Join(root, "hack", "install-tool.sh"), bin, promtoolPackage, promtoolVersion)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			promtoolErr = fmt.Errorf("hack/install-tool.sh bin/promtool %s %s: %v\n%s", promtoolPackage, promtoolVersion, err, out)
-		}
+		promtoolErr = testutil.InstallTool(root, bin, promtoolPackage, promtoolVersion, "about 6 minutes on 2 cores")
 	})
 	if promtoolErr != nil {
 		t.Fatal(promtoolErr)

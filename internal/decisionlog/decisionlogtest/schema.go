@@ -71,24 +71,3 @@ func IsRecord(line []byte) bool {
 	}
 	return json.Unmarshal(line, &probe) == nil && probe.Schema == decisionlog.Schema
 }
-
-// Buffer is an output for a decisionlog.Writer that a test reads while the Writer's goroutine
-// writes to it.
-type Buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-// Write appends p.
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-// String is everything written so far.
-func (b *Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
