@@ -136,11 +136,14 @@ func TestPodInjectorReadsTheCanaryService(t *testing.T) {
 	}
 }
 
+// patchPaths lists a response's patches as "op path", sorted: the patch is computed from a JSON
+// diff whose object keys come in map order, so the order of its operations is not stable.
 func patchPaths(ops []jsonpatch.Operation) []string {
 	var out []string
 	for _, op := range ops {
 		out = append(out, op.Operation+" "+op.Path)
 	}
+	slices.Sort(out)
 	return out
 }
 
