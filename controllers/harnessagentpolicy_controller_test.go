@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,6 +180,25 @@ func TestRuleChangeUpdatesHashAndDigest(t *testing.T) {
 	}
 	if after.Status.ObservedGeneration != after.Generation || after.Generation == before.Status.ObservedGeneration {
 		t.Fatalf("observedGeneration %d, generation %d", after.Status.ObservedGeneration, after.Generation)
+	}
+}
+
+// TestInputOptInReachesTheSnapshot: a policy's spec.decisionRecords.input is published in its
+// snapshot, which every surface's gate reads, so their records hold the input masked as it says.
+func TestInputOptInReachesTheSnapshot(t *testing.T) {
+	ctx := testutil.Context(t, 60*time.Second)
+	p := newPolicy(testutil.CreateNamespace(ctx, t, k8sClient, "policy-"), "recorded")
+	p.Spec.DecisionRecords = &gatev1.DecisionRecordsSpec{Input: &gatev1.RecordedInput{Erase: []gatev1.JSONPointer{"/content"}, Hash: []gatev1.JSONPointer{"/command"}}}
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	cm, _ := children(t, waitCondition(t, p, gatev1.ConditionReady, metav1.ConditionTrue, ""))
+	snap, err := gate.LoadSnapshot([]byte(cm.Data[bootstrap.KeySnapshot]), "ws_123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := snap.RecordInput; r == nil || !slices.Equal(r.Erase, []string{"/content"}) || !slices.Equal(r.Hash, []string{"/command"}) {
+		t.Fatalf("snapshot recordInput %+v", r)
 	}
 }
 

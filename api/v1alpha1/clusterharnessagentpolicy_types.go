@@ -70,6 +70,10 @@ type ClusterHarnessAgentPolicySpec struct {
 	// exceptions says in which namespaces GateExceptions may lift this policy's rules, and for how long at most. Absent, none may.
 	// +optional
 	Exceptions *ClusterExceptionPolicy `json:"exceptions,omitempty"`
+
+	// decisionRecords says what the decision records of the calls of the pods this policy selects hold beyond the default (the input's size and SHA-256). It applies with the namespace policy's: the input is recorded when either opts in, with the masks of both.
+	// +optional
+	DecisionRecords *DecisionRecordsSpec `json:"decisionRecords,omitempty"`
 }
 
 // SystemNamespaces are the namespaces no ClusterHarnessAgentPolicy governs, whatever its

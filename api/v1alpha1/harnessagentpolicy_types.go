@@ -132,7 +132,41 @@ type HarnessAgentPolicySpec struct {
 	// gateAgent sets the resources of the gate-agent native sidecar the pod webhook adds to the governed pods: the long-lived decider the pod's hook asks. Absent, it requests 10m CPU and 32Mi memory and is limited to 128Mi.
 	// +optional
 	GateAgent *GateAgentSpec `json:"gateAgent,omitempty"`
+
+	// decisionRecords says what the decision records of this policy's calls hold beyond the default: the tool input's size and SHA-256, never the input itself.
+	// +optional
+	DecisionRecords *DecisionRecordsSpec `json:"decisionRecords,omitempty"`
 }
+
+// DecisionRecordsSpec says what a policy's decision records hold (docs/decision-log.md).
+type DecisionRecordsSpec struct {
+	// input opts the records of this policy's calls into holding the tool input, with the masks it lists applied first. Absent, records hold the input's size and SHA-256 only.
+	// +optional
+	Input *RecordedInput `json:"input,omitempty"`
+}
+
+// RecordedInput is an opt-in to tool input in decision records: only with masks, JSON pointers (RFC 6901) into the tool input of every tool, such as /content or /command. A pointer that a call's input does not hold is skipped; a record lists the pointers it applied in erased and masked. Input that is larger than 16 KiB once masked is left out, and the record says so.
+//
+// +kubebuilder:validation:XValidation:rule="size(has(self.erase) ? self.erase : []) + size(has(self.hash) ? self.hash : []) > 0",message="an input opt-in lists at least one mask: a JSON pointer to erase or to hash"
+type RecordedInput struct {
+	// erase are JSON pointers to members removed from the input before it is recorded, such as /content.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	Erase []JSONPointer `json:"erase,omitempty"`
+
+	// hash are JSON pointers to members whose values are recorded as the SHA-256 of their JSON encoding ("sha256:<hex>"), such as /command: equal values stay comparable across records without being readable. A pointer both erased and hashed is erased.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	Hash []JSONPointer `json:"hash,omitempty"`
+}
+
+// JSONPointer is an RFC 6901 JSON pointer into a tool input: /name, /name/0, with ~1 for a slash and ~0 for a tilde in a name.
+// +kubebuilder:validation:MinLength=2
+// +kubebuilder:validation:MaxLength=256
+// +kubebuilder:validation:Pattern=`^(/([^~/]|~[01])*)+$`
+type JSONPointer string
 
 // GateAgentSpec configures the gate-agent sidecar of a policy's pods.
 type GateAgentSpec struct {

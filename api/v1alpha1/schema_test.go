@@ -216,6 +216,12 @@ func TestPolicyValidPasses(t *testing.T) {
 	if err := k8sClient.Create(ctx, audit, client.DryRunAll); err != nil {
 		t.Fatalf("a policy in Audit with a rule set to Enforce is rejected: %v", err)
 	}
+	masked := validPolicy(ns)
+	masked.Spec.DecisionRecords = &gatev1.DecisionRecordsSpec{Input: &gatev1.RecordedInput{
+		Erase: []gatev1.JSONPointer{"/content", "/edits/0/new_string"}, Hash: []gatev1.JSONPointer{"/command", "/a~1b~0c"}}}
+	if err := k8sClient.Create(ctx, masked, client.DryRunAll); err != nil {
+		t.Fatalf("a policy recording input with masks is rejected: %v", err)
+	}
 	if err := k8sClient.Create(ctx, validConfirmer(ns), client.DryRunAll); err != nil {
 		t.Fatalf("the base confirmer of the rejection table is itself rejected: %v", err)
 	}
@@ -284,6 +290,18 @@ func TestPolicyRejections(t *testing.T) {
 			func(s *gatev1.HarnessAgentPolicySpec) { s.Egress.AllowedHosts = []gatev1.Hostname{"140.82.112.3"} }},
 		{rejection{"port out of range", "spec.egress.ports[0]", "should be less than or equal to 65535"},
 			func(s *gatev1.HarnessAgentPolicySpec) { s.Egress.Ports = []int32{70000} }},
+		{rejection{"input recorded without a mask", "spec.decisionRecords.input", "an input opt-in lists at least one mask"},
+			func(s *gatev1.HarnessAgentPolicySpec) {
+				s.DecisionRecords = &gatev1.DecisionRecordsSpec{Input: &gatev1.RecordedInput{}}
+			}},
+		{rejection{"mask not a JSON pointer", "spec.decisionRecords.input.erase[0]", "should match"},
+			func(s *gatev1.HarnessAgentPolicySpec) {
+				s.DecisionRecords = &gatev1.DecisionRecordsSpec{Input: &gatev1.RecordedInput{Erase: []gatev1.JSONPointer{"content"}}}
+			}},
+		{rejection{"mask with a bad escape", "spec.decisionRecords.input.hash[0]", "should match"},
+			func(s *gatev1.HarnessAgentPolicySpec) {
+				s.DecisionRecords = &gatev1.DecisionRecordsSpec{Input: &gatev1.RecordedInput{Hash: []gatev1.JSONPointer{"/a~2b"}}}
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

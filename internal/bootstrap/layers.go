@@ -54,6 +54,7 @@ func ClusterSnapshotSource(c *gatev1.ClusterHarnessAgentPolicy, workspaceID stri
 		DefaultAction: gate.Verdict(c.Spec.DefaultAction),
 		FailurePolicy: gate.FailurePolicy(c.Spec.FailurePolicy),
 		Enforcement:   gate.Enforcement(c.Spec.Enforcement),
+		RecordInput:   inputRecording(c.Spec.DecisionRecords),
 	}
 	return meta, gateRules(c.Spec.Rules)
 }

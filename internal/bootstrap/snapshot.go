@@ -16,6 +16,23 @@ func SnapshotSource(p *gatev1.HarnessAgentPolicy) (gate.PolicyMeta, []gate.Rule)
 		DefaultAction: gate.Verdict(p.Spec.DefaultAction),
 		FailurePolicy: gate.FailurePolicy(p.Spec.FailurePolicy),
 		Enforcement:   gate.Enforcement(p.Spec.Enforcement),
+		RecordInput:   inputRecording(p.Spec.DecisionRecords),
 	}
 	return meta, gateRules(p.Spec.Rules)
+}
+
+// inputRecording is a policy's spec.decisionRecords.input in the gate's terms; nil when the
+// policy does not opt in.
+func inputRecording(dr *gatev1.DecisionRecordsSpec) *gate.InputRecording {
+	if dr == nil || dr.Input == nil {
+		return nil
+	}
+	pointers := func(ps []gatev1.JSONPointer) []string {
+		out := make([]string, len(ps))
+		for i, p := range ps {
+			out[i] = string(p)
+		}
+		return out
+	}
+	return &gate.InputRecording{Erase: pointers(dr.Input.Erase), Hash: pointers(dr.Input.Hash)}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
+	"encoding/json"
 	"time"
 
 	"github.com/intutic/gate-operator/internal/gate"
@@ -41,8 +42,9 @@ const (
 )
 
 // Record is one decision of the trail, the same shape from every surface: written as one JSON
-// line (NDJSON) on the deciding component's stdout by a Writer. It never holds the call's
-// input, only its size and SHA-256 (of the input as the surface received it).
+// line (NDJSON) on the deciding component's stdout by a Writer. It holds the call's input only
+// when the deciding policy opted in, and then masked (recordInput); otherwise only its size and
+// SHA-256 (of the input as the surface received it).
 type Record struct {
 	Schema string `json:"schema"`
 	// Time is when the decision was made (RFC 3339, UTC, nanoseconds); for a fallback, what
@@ -91,6 +93,13 @@ type Record struct {
 	Tool        string          `json:"tool,omitempty"`
 	InputBytes  int64           `json:"input_bytes"`
 	InputSHA256 string          `json:"input_sha256"`
+	// Input is the tool input, masked, only when the deciding policy opted in
+	// (spec.decisionRecords.input); Erased and Masked are the pointers applied to it, as OPA's
+	// decision log names them; InputOmitted says why an opted-in record holds no input.
+	Input        json.RawMessage `json:"input,omitempty"`
+	Erased       []string        `json:"erased,omitempty"`
+	Masked       []string        `json:"masked,omitempty"`
+	InputOmitted string          `json:"input_omitted,omitempty"`
 	LatencyUS   int64           `json:"latency_us,omitempty"`
 	// Nonce is gate-client's request nonce (hook-sidecar).
 	Nonce string `json:"nonce,omitempty"`
@@ -151,6 +160,9 @@ func FromDecision(d gate.Decision, c *gate.Call, rawInput []byte) Record {
 	for _, l := range d.Layers {
 		rec.Layers = append(rec.Layers, LayerRecord{Layer: l.Layer, Digest: l.SnapshotDigest, Verdict: string(l.Verdict), Rule: l.Rule, Code: l.Code,
 			Would: wouldOf(l.Would), Exceptions: l.Exceptions})
+	}
+	if d.RecordInput != nil {
+		recordInput(&rec, toolInput(c, rawInput), d.RecordInput)
 	}
 	if c != nil {
 		rec.Surface, rec.Tool, rec.Session = c.Surface, gate.CanonicalToolName(c.Tool, c.Server), c.Session

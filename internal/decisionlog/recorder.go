@@ -9,8 +9,9 @@
 // it. The gate-agent sidecar (internal/gateagent) writes the records of the hook's calls, and
 // reports the decisions gate-hook made while it could not answer, with its own Writer.
 //
-// A record never holds the tool input, only its size and SHA-256: the reason comes from the
-// rule (or the gate's own refusal), not from the input. gate-hook writes no record of its own:
+// A record holds the tool input's size and SHA-256, and the input itself only when the deciding
+// policy opted in, masked (input.go): the reason comes from the rule (or the gate's own
+// refusal), not from the input. gate-hook writes no record of its own:
 // it runs as the agent's user, so anything it wrote the agent could rewrite.
 package decisionlog
 

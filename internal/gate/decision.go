@@ -135,6 +135,10 @@ type Decision struct {
 	// Layers is every layer's own decision of a layered call, in the order they are combined
 	// (see Combine).
 	Layers []LayerVerdict `json:"layers,omitempty"`
+	// RecordInput is the deciding policy's opt-in to a record holding the input, masked (every
+	// layer's, merged, for a layered call); nil, the record holds its size and SHA-256 only. It
+	// is for the record's writer: no answer to a caller carries it.
+	RecordInput *InputRecording `json:"-"`
 }
 
 // LayerVerdict is one layer's own decision of a call that layered policies decided.

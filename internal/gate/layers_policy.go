@@ -148,6 +148,7 @@ func (s *LayerSet) compile(compile func(*Snapshot) *Policy) *LayeredPolicy {
 			cl.exceptions = append(cl.exceptions, ce)
 		}
 		lp.layers[i] = cl
+		lp.recordInput = mergeInputRecordings(lp.recordInput, l.snap.RecordInput)
 	}
 	return lp
 }
@@ -162,6 +163,8 @@ func (s *LayerSet) compile(compile func(*Snapshot) *Policy) *LayeredPolicy {
 // decided otherwise without them, its decision names the exceptions that changed it.
 type LayeredPolicy struct {
 	layers []compiledLayer
+	// recordInput is every layer's opt-in to records holding the input, merged.
+	recordInput *InputRecording
 	// now is the clock exceptions expire by; nil is time.Now.
 	now func() time.Time
 }
@@ -295,7 +298,9 @@ func (lp *LayeredPolicy) Decide(c *Call) (d Decision) {
 		ld, _ := l.decide(c, now, false)
 		ds[i] = LayerDecision{Layer: l.id, Decision: ld}
 	}
-	return Combine(ds)
+	d = Combine(ds)
+	d.RecordInput = lp.recordInput
+	return d
 }
 
 // DecideWithoutCEL decides the call as Decide does when every layer decides it without CEL

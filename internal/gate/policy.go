@@ -148,6 +148,7 @@ func (p *Policy) Decide(c *Call) (d Decision) {
 		// Only a build without CEL (the nocel tag) leaves a call undecided; it is refused.
 		d = refusal(CodeGateCrashed, "this gate was built without CEL and cannot evaluate the policy's rules", p.snap.Digest)
 	}
+	d.RecordInput = p.snap.RecordInput
 	return d
 }
 

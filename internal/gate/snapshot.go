@@ -54,6 +54,8 @@ type PolicyMeta struct {
 	FailurePolicy FailurePolicy
 	// Enforcement is the policy's: Enforce when empty.
 	Enforcement Enforcement
+	// RecordInput is the policy's opt-in to records that hold the input (masked); nil, none.
+	RecordInput *InputRecording
 }
 
 // Snapshot is the versioned, self-describing rules snapshot. Digest covers the canonical
@@ -74,7 +76,10 @@ type Snapshot struct {
 	// call with code policy_invalid, so a sandbox is never ungoverned.
 	Invalid string `json:"invalid,omitempty"`
 	Rules   []Rule `json:"rules"`
-	Digest  string `json:"digest,omitempty"`
+	// RecordInput is the policy's opt-in to decision records holding the tool input, masked.
+	// decodeCanonical does not read it: a snapshot that has it is decoded by strictjson.Decode.
+	RecordInput *InputRecording `json:"recordInput,omitempty"`
+	Digest      string          `json:"digest,omitempty"`
 
 	// precompiled is the checked rules file beside a snapshot LoadSnapshotFile read.
 	precompiled *precompiled
@@ -97,6 +102,7 @@ func assemble(meta PolicyMeta, rules []Rule) (*Snapshot, error) {
 		FailurePolicy: meta.FailurePolicy,
 		Enforcement:   meta.Enforcement,
 		Rules:         append([]Rule{}, rules...),
+		RecordInput:   meta.RecordInput,
 	}
 	if err := s.checkShape(); err != nil {
 		return nil, err
@@ -208,6 +214,9 @@ func (s *Snapshot) checkShape() error {
 		if !validEnforcement(r.Enforcement) {
 			return fmt.Errorf("rules[%d].enforcement %q is not Enforce or Audit", i, r.Enforcement)
 		}
+	}
+	if s.RecordInput != nil {
+		return s.RecordInput.checkShape()
 	}
 	return nil
 }

@@ -182,6 +182,31 @@ func TestRecords(t *testing.T) {
 	}
 }
 
+// TestRecordedInputIsTheToolInput: under a policy that opts into input, the sidecar's record
+// holds the tool input (not the hook's whole payload, so the policy's pointers mean what they
+// mean on every surface), masked.
+func TestRecordedInputIsTheToolInput(t *testing.T) {
+	s, err := gate.BuildSnapshot(gate.PolicyMeta{Policy: "agents/coding-agents", Generation: 1,
+		RecordInput: &gate.InputRecording{Erase: []string{"/content"}, Hash: []string{"/file_path"}}},
+		[]gate.Rule{{Name: "writes", Tools: []string{"Write"}, Action: gate.Allow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol := gateagenttest.NewVolume(t, gateagenttest.SnapshotFiles(t, s, nil, "coding-agent-0"))
+	r := start(t, Options{BundleDir: vol.Dir})
+	payload := gateagenttest.Payload("Write", map[string]any{"file_path": "/w/SECRET-PATH", "content": "SECRET-TEXT", "mode": "create"})
+	r.ask(t, agentproto.Request{Nonce: gateagenttest.Nonce(1), Version: vol.Version(), Input: payload})
+	recs := r.waitRecords(t, 1)
+	if strings.Contains(r.records.String(), "SECRET") {
+		t.Fatalf("a masked member is in the record: %s", r.records.String())
+	}
+	sum := sha256.Sum256([]byte(`"/w/SECRET-PATH"`))
+	want := `{"file_path":"sha256:` + hex.EncodeToString(sum[:]) + `","mode":"create"}`
+	if got := recs[0]; string(got.Input) != want || strings.Join(got.Erased, ",") != "/content" || strings.Join(got.Masked, ",") != "/file_path" {
+		t.Fatalf("input %s, erased %v, masked %v; want %s", got.Input, got.Erased, got.Masked, want)
+	}
+}
+
 // TestShutdownFinishesInFlight: once Run is told to stop it accepts nothing more, answers the
 // request it is reading, and returns.
 func TestShutdownFinishesInFlight(t *testing.T) {
