@@ -230,6 +230,20 @@ func TestHelmTemplateCustomValues(t *testing.T) {
 		}
 	})
 
+	t.Run("images by digest", func(t *testing.T) {
+		manager, confirmer := "sha256:"+strings.Repeat("a", 64), "sha256:"+strings.Repeat("b", 64)
+		objs := helmTemplate(t, "--set", "image.digest="+manager, "--set", "confirmerImage.digest="+confirmer)
+		dep := deployment(t, objs)
+		want := "ghcr.io/intutic/gate-confirmer@" + confirmer
+		args := dep.Spec.Template.Spec.Containers[0].Args
+		if got := dep.Spec.Template.Spec.Containers[0].Image; got != "ghcr.io/intutic/gate-operator@"+manager {
+			t.Errorf("manager image %q, want the repository at the digest", got)
+		}
+		if !slices.Contains(args, "--confirmer-image="+want) || !slices.Contains(args, "--gate-hook-image="+want) {
+			t.Errorf("manager args %v, want --confirmer-image and --gate-hook-image %s", args, want)
+		}
+	})
+
 	t.Run("leaderElection.enabled with one replica", func(t *testing.T) {
 		objs := helmTemplate(t, "--set", "replicas=1", "--set", "leaderElection.enabled=true")
 		dep := deployment(t, objs)
@@ -247,7 +261,9 @@ func TestHelmTemplateRejectsInvalidValues(t *testing.T) {
 		{"replicas a string", "replicas: \"2\"\n", "/replicas"},
 		{"unknown top-level key", "replica: 2\n", "'replica' not allowed"},
 		{"empty image repository", "image:\n  repository: \"\"\n", "/image/repository"},
-		{"unknown image key", "image:\n  digest: sha256:0\n", "'digest' not allowed"},
+		{"unknown image key", "image:\n  sha: sha256:0\n", "'sha' not allowed"},
+		{"image digest not a sha256 digest", "image:\n  digest: sha256:0\n", "/image/digest"},
+		{"confirmer image digest with a tag", "confirmerImage:\n  digest: v1@sha256:0\n", "/confirmerImage/digest"},
 		{"empty confirmer image repository", "confirmerImage:\n  repository: \"\"\n", "/confirmerImage/repository"},
 		{"crds.install not a boolean", "crds:\n  install: \"yes\"\n", "/crds/install"},
 		{"serviceMonitor.enabled not a boolean", "serviceMonitor:\n  enabled: \"true\"\n", "/serviceMonitor/enabled"},

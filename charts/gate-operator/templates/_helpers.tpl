@@ -56,14 +56,25 @@ app.kubernetes.io/component: manager
 {{- end }}
 {{- end }}
 
-{{/* The manager image. */}}
-{{- define "gate-operator.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{/* An image reference: <repository>@<digest> when a digest is set (the tag is then only a
+label for people), otherwise <repository>:<tag>, the tag defaulting to the chart's appVersion. */}}
+{{- define "gate-operator.imageRef" -}}
+{{- $image := index . 0 }}{{- $chart := index . 1 }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $image.repository $image.digest }}
+{{- else }}
+{{- printf "%s:%s" $image.repository (default $chart.AppVersion $image.tag) }}
+{{- end }}
 {{- end }}
 
-{{/* The confirmer image, passed to the manager as --confirmer-image. */}}
+{{/* The manager image. */}}
+{{- define "gate-operator.image" -}}
+{{- include "gate-operator.imageRef" (list .Values.image .Chart) }}
+{{- end }}
+
+{{/* The confirmer image, passed to the manager as --confirmer-image and --gate-hook-image. */}}
 {{- define "gate-operator.confirmerImage" -}}
-{{- printf "%s:%s" .Values.confirmerImage.repository (default .Chart.AppVersion .Values.confirmerImage.tag) }}
+{{- include "gate-operator.imageRef" (list .Values.confirmerImage .Chart) }}
 {{- end }}
 
 {{/* Whether the manager elects a leader: always with more than one replica. */}}
