@@ -100,7 +100,7 @@ type Record struct {
 	Erased       []string        `json:"erased,omitempty"`
 	Masked       []string        `json:"masked,omitempty"`
 	InputOmitted string          `json:"input_omitted,omitempty"`
-	LatencyUS   int64           `json:"latency_us,omitempty"`
+	LatencyUS    int64           `json:"latency_us,omitempty"`
 	// Nonce is gate-client's request nonce (hook-sidecar).
 	Nonce string `json:"nonce,omitempty"`
 	// Dropped counts the records this source dropped since the record before this one.
