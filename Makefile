@@ -9,6 +9,7 @@ LOCALBIN       := $(CURDIR)/bin
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen
 GOLANGCI_LINT  := $(LOCALBIN)/golangci-lint
 PROMTOOL       := $(LOCALBIN)/promtool
+PROMQL_REFS    := $(LOCALBIN)/promql-refs
 ENVTEST_ASSETS := $(LOCALBIN)/k8s/$(K8S_VERSION)
 GO_TEST_FLAGS  ?= -race -count=1 -timeout 20m
 
@@ -91,11 +92,12 @@ node-assets: ## Build the local node's components (kubelet, kube-proxy, kube-sch
 	K8S_VERSION=$(K8S_VERSION) hack/build-node.sh
 
 .PHONY: tools
-tools: ## Install the pinned tools (controller-gen, helm, golangci-lint, promtool) into bin/; nothing is reinstalled that is already at its pinned version.
+tools: ## Install the pinned tools (controller-gen, helm, golangci-lint, promtool) and build promql-refs (hack/promql-refs) into bin/; nothing is rebuilt that is already at its pinned version or newer than its sources.
 	hack/install-tool.sh $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen $(CONTROLLER_GEN_VERSION)
 	hack/install-tool.sh $(LOCALBIN)/helm helm.sh/helm/v3/cmd/helm v3.22.0
 	hack/install-tool.sh $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint $(GOLANGCI_LINT_VERSION)
 	hack/install-tool.sh $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool $(PROMTOOL_VERSION)
+	hack/build-tool.sh $(PROMQL_REFS) hack/promql-refs
 
 ##@ Demo
 

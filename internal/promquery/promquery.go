@@ -3,16 +3,18 @@
 // or an alert over a metric that was renamed, or a label that was dropped, would otherwise stay
 // empty and silent.
 //
-// It reads a subset of PromQL (parse.go says which) with a parser of its own, so the product
-// does not depend on the Prometheus server's module; what it cannot read is an error, and
-// promtool checks the same expressions with Prometheus's own parser (test/monitoring).
+// Parse reads the expressions with Prometheus's own parser, which runs in the promql-refs tool
+// (hack/promql-refs): a module of its own, so that the product does not depend on the
+// Prometheus server's module. Check follows how each expression's labels flow from its
+// selectors to its result through the functions and aggregations it knows (functions,
+// aggregations); it reports any other, and a selector without a metric name, so that no query
+// passes the check unread.
 package promquery
 
 import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
@@ -83,18 +85,18 @@ func (p Problem) String() string { return p.Source + ": " + p.Message }
 
 // Check reports, for each query, every metric that no component serves, every label that no
 // series of the metric it is read from carries (scrape labels aside), and every label of a
-// metric it reads that a scrape label would overwrite. Label values are not checked: a
-// counter's series for a value appears only once it has counted one.
-func Check(served Served, queries []Query) []Problem {
+// metric it reads that a scrape label would overwrite; and each expression Prometheus's parser
+// refuses, or the check does not read. Label values are not checked: a counter's series for a
+// value appears only once it has counted one.
+func Check(served Served, queries []Parsed) []Problem {
 	var out []Problem
 	for _, q := range queries {
-		n, err := parse(q.Expr)
-		if err != nil {
-			out = append(out, Problem{q.Source, fmt.Sprintf("%v in %q", err, q.Expr)})
+		if q.tree == nil {
+			out = append(out, Problem{q.Source, q.refused})
 			continue
 		}
 		c := &checker{served: served, source: q.Source}
-		result := c.eval(n)
+		result := c.eval(q.tree)
 		if result.scalar {
 			result.labels = labelSet{}
 		}
@@ -107,6 +109,39 @@ func Check(served Served, queries []Query) []Problem {
 	}
 	return out
 }
+
+// aggregations are the PromQL aggregation operators the check reads; the ones whose result
+// keeps the input's labels (they select series) are true.
+var aggregations = map[string]bool{
+	"sum": false, "avg": false, "min": false, "max": false, "count": false, "group": false,
+	"stddev": false, "stdvar": false, "quantile": false,
+	"topk": true, "bottomk": true, "limitk": true,
+}
+
+// functions are the PromQL functions the check reads, by what their result carries: the
+// labels of their vector argument (sameLabels), those less le (histogram_quantile), or none (a
+// scalar, or a vector without labels).
+var functions = map[string]resultLabels{
+	"abs": sameLabels, "ceil": sameLabels, "floor": sameLabels, "round": sameLabels, "exp": sameLabels,
+	"ln": sameLabels, "log2": sameLabels, "log10": sameLabels, "sqrt": sameLabels, "sgn": sameLabels,
+	"clamp": sameLabels, "clamp_min": sameLabels, "clamp_max": sameLabels,
+	"rate": sameLabels, "irate": sameLabels, "increase": sameLabels, "delta": sameLabels, "idelta": sameLabels,
+	"deriv": sameLabels, "predict_linear": sameLabels, "resets": sameLabels, "changes": sameLabels,
+	"avg_over_time": sameLabels, "min_over_time": sameLabels, "max_over_time": sameLabels, "sum_over_time": sameLabels,
+	"count_over_time": sameLabels, "last_over_time": sameLabels, "present_over_time": sameLabels,
+	"quantile_over_time": sameLabels, "stddev_over_time": sameLabels, "stdvar_over_time": sameLabels,
+	"timestamp": sameLabels, "sort": sameLabels, "sort_desc": sameLabels,
+	"histogram_quantile": withoutLe,
+	"time":               noLabels, "vector": noLabels, "scalar": noLabels, "absent": noLabels, "absent_over_time": noLabels,
+}
+
+type resultLabels int
+
+const (
+	sameLabels resultLabels = iota
+	withoutLe
+	noLabels
+)
 
 // labelSet is a set of label names; nil stands for any label (the labels of a metric no
 // component serves, already reported).
@@ -133,7 +168,7 @@ func (c *checker) report(format string, args ...any) {
 }
 
 // require reports each label of ls that set lacks; what says where they are read.
-func (c *checker) require(set labelSet, ls []string, what string, n node) {
+func (c *checker) require(set labelSet, ls []string, what string, n *node) {
 	if set == nil {
 		return
 	}
@@ -145,7 +180,8 @@ func (c *checker) require(set labelSet, ls []string, what string, n node) {
 }
 
 // value is what an expression yields: a scalar (or a string), or a vector whose series may
-// carry labels (nil: any label, for a metric no component serves, already reported).
+// carry labels (nil: any label, for a metric no component serves or an expression the check
+// does not read, already reported).
 type value struct {
 	scalar bool
 	labels labelSet
@@ -153,7 +189,7 @@ type value struct {
 
 // vectorArg is the vector among args (the others are scalars and strings); a vector without
 // labels when there is none.
-func (c *checker) vectorArg(args []node) value {
+func (c *checker) vectorArg(args []*node) value {
 	v := value{labels: labelSet{}}
 	for _, a := range args {
 		if r := c.eval(a); !r.scalar {
@@ -164,88 +200,103 @@ func (c *checker) vectorArg(args []node) value {
 }
 
 // eval returns what n yields, and reports what n reads that is not served.
-func (c *checker) eval(n node) value {
-	switch n := n.(type) {
-	case literal:
+func (c *checker) eval(n *node) value {
+	switch n.Kind {
+	case "literal":
 		return value{scalar: true}
-	case selector:
+	case "selector":
 		return value{labels: c.selector(n)}
-	case call:
-		switch n.fn {
-		case "time", "scalar":
-			c.vectorArg(n.args)
-			return value{scalar: true}
-		}
-		arg := c.vectorArg(n.args)
-		switch functions[n.fn] {
-		case withoutLe:
-			if arg.labels != nil && !arg.labels["le"] {
-				c.report("histogram_quantile over %s, which has no label le", strings.Join(metrics(n), ", "))
-			}
-			return value{labels: without(arg.labels, "le")}
-		case noLabels:
-			return value{labels: labelSet{}}
-		}
-		return arg
-	case aggregation:
-		in := c.vectorArg(n.args).labels
-		what := n.op + " by (" + strings.Join(n.grouping, ", ") + ")"
-		if n.without {
-			what = n.op + " without (" + strings.Join(n.grouping, ", ") + ")"
-		}
-		c.require(in, n.grouping, what, n)
-		switch {
-		case aggregations[n.op]:
-			return value{labels: in}
-		case n.without:
-			return value{labels: without(in, n.grouping...)}
-		default:
-			out := labelSet{}
-			for _, l := range n.grouping {
-				out[l] = true
-			}
-			return value{labels: out}
-		}
-	case binary:
+	case "call":
+		return c.call(n)
+	case "aggregation":
+		return c.aggregation(n)
+	case "binary":
 		return c.binary(n)
 	}
-	panic(fmt.Sprintf("promquery: unknown node %T", n))
+	panic(fmt.Sprintf("promquery: unknown kind of expression %q", n.Kind))
 }
 
-func (c *checker) selector(s selector) labelSet {
-	served, ok := c.served[s.metric]
+func (c *checker) selector(s *node) labelSet {
+	switch {
+	case s.Metric == "":
+		c.report("a selector without a metric name is not read (name the metric)")
+		return nil
+	case slices.Contains(s.Labels, "__name__"):
+		c.report("a matcher on __name__ in the selector of %s is not read (name the metric)", s.Metric)
+		return nil
+	}
+	served, ok := c.served[s.Metric]
 	if !ok {
-		c.report("no component serves %s", s.metric)
+		c.report("no component serves %s", s.Metric)
 		return nil
 	}
 	set := labelSet{}
 	for l := range served {
 		if slices.Contains(ScrapeLabels, l) {
-			c.report("%s carries the label %s, which the scrape overwrites (the query would see exported_%s)", s.metric, l, l)
+			c.report("%s carries the label %s, which the scrape overwrites (the query would see exported_%s)", s.Metric, l, l)
 		}
 		set[l] = true
 	}
 	for _, l := range ScrapeLabels {
 		set[l] = true
 	}
-	for _, l := range s.labels {
+	for _, l := range s.Labels {
 		if !set[l] {
-			c.report("no series of %s carries the label %s", s.metric, l)
+			c.report("no series of %s carries the label %s", s.Metric, l)
 		}
 	}
 	return set
 }
 
+func (c *checker) call(n *node) value {
+	arg := c.vectorArg(n.Args)
+	result, ok := functions[n.Op]
+	switch {
+	case !ok:
+		c.report("function %s is not one this check reads", n.Op)
+		return value{}
+	case n.Op == "time" || n.Op == "scalar":
+		return value{scalar: true}
+	case result == withoutLe:
+		if arg.labels != nil && !arg.labels["le"] {
+			c.report("histogram_quantile over %s, which has no label le", strings.Join(metrics(n), ", "))
+		}
+		return value{labels: without(arg.labels, "le")}
+	case result == noLabels:
+		return value{labels: labelSet{}}
+	}
+	return arg
+}
+
+func (c *checker) aggregation(n *node) value {
+	in := c.vectorArg(n.Args).labels
+	keeps, ok := aggregations[n.Op]
+	if !ok {
+		c.report("aggregation %s is not one this check reads", n.Op)
+		return value{}
+	}
+	what := n.Op + " by (" + strings.Join(n.Grouping, ", ") + ")"
+	if n.Without {
+		what = n.Op + " without (" + strings.Join(n.Grouping, ", ") + ")"
+	}
+	c.require(in, n.Grouping, what, n)
+	switch {
+	case keeps:
+		return value{labels: in}
+	case n.Without:
+		return value{labels: without(in, n.Grouping...)}
+	}
+	return value{labels: plus(labelSet{}, n.Grouping)}
+}
+
 // binary follows PromQL's vector matching: a comparison or arithmetic keeps the left side's
 // labels (only the on labels, or all but the ignoring ones, when matched one-to-one), with
 // group_left or group_right the many side's plus the included ones; and and unless keep the
-// left side's, or both sides'.
-func (c *checker) binary(b binary) value {
-	l, r := c.eval(b.lhs), c.eval(b.rhs)
+// left side's, or both sides'. Between a scalar and a vector there is no matching (the parser
+// refuses on and ignoring labels there), and the vector's labels are kept.
+func (c *checker) binary(b *node) value {
+	l, r := c.eval(b.Args[0]), c.eval(b.Args[1])
 	if l.scalar || r.scalar {
-		if b.hasMatchModifier || b.include != nil {
-			c.report("vector matching (%s) with a scalar side", b.op)
-		}
 		if !l.scalar {
 			return l
 		}
@@ -254,44 +305,39 @@ func (c *checker) binary(b binary) value {
 	lhs, rhs := l.labels, r.labels
 	c.matching(b, lhs, rhs)
 	switch {
-	case b.op == "or":
+	case b.Op == "or":
 		if lhs == nil || rhs == nil {
 			return value{}
 		}
 		out := maps.Clone(lhs)
 		maps.Copy(out, rhs)
 		return value{labels: out}
-	case b.op == "and" || b.op == "unless":
+	case b.Op == "and" || b.Op == "unless":
 		return value{labels: lhs}
-	case b.groupLeft:
-		c.require(rhs, b.include, b.op+" group_left ("+strings.Join(b.include, ", ")+")", b.rhs)
-		return value{labels: plus(lhs, b.include)}
-	case b.groupRight:
-		c.require(lhs, b.include, b.op+" group_right ("+strings.Join(b.include, ", ")+")", b.lhs)
-		return value{labels: plus(rhs, b.include)}
-	case b.on:
-		out := labelSet{}
-		for _, l := range b.matching {
-			out[l] = true
-		}
-		return value{labels: out}
-	default:
-		return value{labels: without(lhs, b.matching...)}
+	case b.Group == "left":
+		c.require(rhs, b.Include, b.Op+" group_left ("+strings.Join(b.Include, ", ")+")", b.Args[1])
+		return value{labels: plus(lhs, b.Include)}
+	case b.Group == "right":
+		c.require(lhs, b.Include, b.Op+" group_right ("+strings.Join(b.Include, ", ")+")", b.Args[0])
+		return value{labels: plus(rhs, b.Include)}
+	case b.On:
+		return value{labels: plus(labelSet{}, b.Matching)}
 	}
+	return value{labels: without(lhs, b.Matching...)}
 }
 
 // matching reports the on and ignoring labels of b that its sides do not carry: an on label
 // must be on both sides, an ignoring label on one at least.
-func (c *checker) matching(b binary, lhs, rhs labelSet) {
-	if b.on {
-		what := b.op + " on (" + strings.Join(b.matching, ", ") + ")"
-		c.require(lhs, b.matching, what, b.lhs)
-		c.require(rhs, b.matching, what, b.rhs)
+func (c *checker) matching(b *node, lhs, rhs labelSet) {
+	if b.On {
+		what := b.Op + " on (" + strings.Join(b.Matching, ", ") + ")"
+		c.require(lhs, b.Matching, what, b.Args[0])
+		c.require(rhs, b.Matching, what, b.Args[1])
 		return
 	}
-	for _, l := range b.matching {
+	for _, l := range b.Matching {
 		if lhs != nil && rhs != nil && !lhs[l] && !rhs[l] {
-			c.report("%s ignoring (%s): neither side carries the label %s", b.op, strings.Join(b.matching, ", "), l)
+			c.report("%s ignoring (%s): neither side carries the label %s", b.Op, strings.Join(b.Matching, ", "), l)
 		}
 	}
 }
@@ -319,41 +365,28 @@ func plus(s labelSet, add []string) labelSet {
 }
 
 // metrics are the metric names n selects, sorted.
-func metrics(n node) []string {
+func metrics(n *node) []string {
 	set := map[string]bool{}
-	var walk func(node)
-	walk = func(n node) {
-		switch n := n.(type) {
-		case selector:
-			set[n.metric] = true
-		case call:
-			for _, a := range n.args {
-				walk(a)
-			}
-		case aggregation:
-			for _, a := range n.args {
-				walk(a)
-			}
-		case binary:
-			walk(n.lhs)
-			walk(n.rhs)
-		}
-	}
-	walk(n)
-	out := slices.Collect(maps.Keys(set))
-	sort.Strings(out)
-	return out
+	addMetrics(set, n)
+	return slices.Sorted(maps.Keys(set))
 }
 
-// Metrics are the metric names the queries select, sorted; a query that does not parse adds
+func addMetrics(set map[string]bool, n *node) {
+	if n.Metric != "" {
+		set[n.Metric] = true
+	}
+	for _, a := range n.Args {
+		addMetrics(set, a)
+	}
+}
+
+// Metrics are the metric names the queries select, sorted; a query the parser refused adds
 // none.
-func Metrics(queries []Query) []string {
+func Metrics(queries []Parsed) []string {
 	set := map[string]bool{}
 	for _, q := range queries {
-		if n, err := parse(q.Expr); err == nil {
-			for _, m := range metrics(n) {
-				set[m] = true
-			}
+		if q.tree != nil {
+			addMetrics(set, q.tree)
 		}
 	}
 	return slices.Sorted(maps.Keys(set))

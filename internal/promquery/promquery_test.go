@@ -1,4 +1,4 @@
-package promquery
+package promquery_test
 
 import (
 	"slices"
@@ -7,6 +7,9 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/intutic/gate-operator/internal/promquery"
+	"github.com/intutic/gate-operator/internal/promquery/promquerytest"
 )
 
 // scrape is what two components might serve, in the text format.
@@ -29,14 +32,14 @@ confirmer_members 2
 clashing_total{namespace="agents"} 1
 `
 
-func served(t *testing.T) Served {
+func served(t *testing.T) promquery.Served {
 	t.Helper()
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := p.TextToMetricFamilies(strings.NewReader(scrape))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ServedBy(families)
+	return promquery.ServedBy(families)
 }
 
 func TestCheck(t *testing.T) {
@@ -77,18 +80,22 @@ func TestCheck(t *testing.T) {
 		{expr: `min(gate_operator_policy_ready) - time() < 7 * 24 * 3600`},
 		{expr: `max_over_time(confirmer_members[1h:5m] offset 1h) > -1e-3`},
 		{expr: `scalar(confirmer_members) * 2`, uses: []string{"pod"}, want: []string{"the result has no label pod"}},
-		// What the parser does not read is reported, never skipped.
-		{expr: `label_replace(confirmer_members, "x", "$1", "pod", "(.*)")`, want: []string{"function label_replace at offset 0 is not one this check reads"}},
+		// What the check does not read is reported, never skipped; so is what Prometheus's
+		// parser refuses.
+		{expr: `label_replace(confirmer_members, "x", "$1", "pod", "(.*)")`, want: []string{"function label_replace is not one this check reads"}},
+		{expr: `count_values("v", confirmer_members)`, want: []string{"aggregation count_values is not one this check reads"}},
 		{expr: `{__name__="confirmer_members"}`, want: []string{"a selector without a metric name"}},
-		{expr: `confirmer_members{__name__="x"}`, want: []string{"a matcher on __name__"}},
-		{expr: `count_values("v", confirmer_members)`, want: []string{"function count_values"}},
-		{expr: `sum(confirmer_members`, want: []string{"want , or )"}},
-		{expr: `confirmer_members[$namespace]`, want: []string{`unexpected '$'`}},
+		{expr: `confirmer_members{__name__=~"x|y"}`, want: []string{"metric name must not be set twice"}},
+		{expr: `sum by (pod) (label_join(gate_agent_decisions_totl, "x", ",", "rule"))`, want: []string{"no component serves gate_agent_decisions_totl", "function label_join is not one this check reads"}},
+		{expr: `sum(confirmer_members`, want: []string{`unclosed left parenthesis in "sum(confirmer_members"`}},
+		{expr: `confirmer_members[$namespace]`, want: []string{`parse error`}},
+		{expr: `confirmer_members + on (pod) 1`, want: []string{"vector matching only allowed between instant vectors"}},
 	} {
 		t.Run(tc.expr, func(t *testing.T) {
-			expr := GrafanaIntervals.Replace(tc.expr)
+			expr := promquery.GrafanaIntervals.Replace(tc.expr)
+			parsed := promquerytest.Parse(t, []promquery.Query{{Source: "q", Expr: expr, Uses: tc.uses}})
 			var got []string
-			for _, p := range Check(s, []Query{{Source: "q", Expr: expr, Uses: tc.uses}}) {
+			for _, p := range promquery.Check(s, parsed) {
 				got = append(got, p.Message)
 			}
 			if len(got) != len(tc.want) {
@@ -103,8 +110,20 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestMetrics: the metrics of the queries the parser reads, each once; a refused query adds none.
+func TestMetrics(t *testing.T) {
+	parsed := promquerytest.Parse(t, []promquery.Query{
+		{Expr: `rate(a_total[5m]) / on (x) group_left b`},
+		{Expr: `histogram_quantile(0.9, sum by (le) (rate(c_bucket[5m]))) > bool 1 or a_total`},
+		{Expr: `sum(d`},
+	})
+	if got, want := promquery.Metrics(parsed), []string{"a_total", "b", "c_bucket"}; !slices.Equal(got, want) {
+		t.Errorf("metrics %q, want %q", got, want)
+	}
+}
+
 func TestRuleQueries(t *testing.T) {
-	qs, err := RuleQueries([]byte(`
+	qs, err := promquery.RuleQueries([]byte(`
 groups:
 - name: g
   rules:
@@ -123,13 +142,13 @@ groups:
 	if len(qs) != 2 || qs[0].Source != "alert A" || !slices.Equal(qs[0].Uses, []string{"kind", "policy_namespace", "policy"}) || qs[1].Source != "record r:sum" || qs[1].Uses != nil {
 		t.Fatalf("queries %+v", qs)
 	}
-	if _, err := RuleQueries([]byte("groups:\n- name: g\n  rulez: []\n")); err == nil {
+	if _, err := promquery.RuleQueries([]byte("groups:\n- name: g\n  rulez: []\n")); err == nil {
 		t.Error("an unknown field was read")
 	}
 }
 
 func TestDashboardQueries(t *testing.T) {
-	qs, err := DashboardQueries([]byte(`{
+	qs, err := promquery.DashboardQueries([]byte(`{
   "panels": [
     {"title": "Row", "type": "row", "panels": [
       {"title": "Nested", "targets": [{"expr": "sum by (verdict) (rate(gate_agent_decisions_total[$__rate_interval]))", "legendFormat": "{{verdict}} {{ namespace }}"}]}
@@ -144,32 +163,17 @@ func TestDashboardQueries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Query{
+	want := []promquery.Query{
 		{Source: `panel "Nested", target 1`, Expr: "sum by (verdict) (rate(gate_agent_decisions_total[5m]))", Uses: []string{"verdict", "namespace"}},
 		{Source: `panel "Top", target 1`, Expr: "confirmer_members"},
 		{Source: "variable namespace", Expr: "gate_agent_decisions_total", Uses: []string{"namespace"}},
 	}
-	if !slices.EqualFunc(qs, want, func(a, b Query) bool {
+	if !slices.EqualFunc(qs, want, func(a, b promquery.Query) bool {
 		return a.Source == b.Source && a.Expr == b.Expr && slices.Equal(a.Uses, b.Uses)
 	}) {
 		t.Fatalf("queries %+v, want %+v", qs, want)
 	}
-	if _, err := DashboardQueries([]byte(`{"templating": {"list": [{"name": "x", "type": "query", "query": "query_result(up)"}]}}`)); err == nil {
+	if _, err := promquery.DashboardQueries([]byte(`{"templating": {"list": [{"name": "x", "type": "query", "query": "query_result(up)"}]}}`)); err == nil {
 		t.Error("a variable other than label_values was read")
 	}
-}
-
-// FuzzCheck: no expression, however malformed, panics the parser or the check.
-func FuzzCheck(f *testing.F) {
-	for _, seed := range []string{
-		`sum by (verdict) (rate(gate_agent_decisions_total{code!=""}[5m])) > 0`,
-		`histogram_quantile(0.9, sum by (le) (rate(x_bucket[5m:1m] offset -5m @ start())))`,
-		`a / ignoring (b) group_left (c) d`, `-(1 + 2) ^ 3 ^ 4`, `"str"`, `{`, `sum(`, `x[`,
-	} {
-		f.Add(seed)
-	}
-	s := Served{"x_bucket": {"le": true}, "a": {"b": true}, "d": {"c": true}}
-	f.Fuzz(func(_ *testing.T, expr string) {
-		Check(s, []Query{{Source: "fuzz", Expr: expr, Uses: []string{"le"}}})
-	})
 }

@@ -1,6 +1,7 @@
 // Package testutil holds the helpers the repository's tests share: a test-scoped context,
 // polling until a condition holds, a fresh namespace on a test API server, and running a
-// command for its output, a buffer a test reads while another writes it, a pinned tool.
+// command for its output, a buffer a test reads while another writes it, a pinned tool, a tool
+// of this repository.
 //
 // Only _test.go files import it; product code must not.
 package testutil
@@ -9,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,4 +144,29 @@ func InstallTool(root, bin, pkg, version, eta string) error {
 		return fmt.Errorf("hack/install-tool.sh bin/%s %s %s: %v\n%s", name, pkg, version, err, out)
 	}
 	return nil
+}
+
+// BuildTool makes bin/<name> under root from the Go module hack/<name>, as `make tools` does:
+// hack/build-tool.sh builds it if it is missing or older than a file of the module, saying so
+// on stderr. It returns the binary's path. It is for a test that runs a tool of this repository
+// outside `make`.
+func BuildTool(root, name string) (string, error) {
+	bin := filepath.Join(root, "bin", name)
+	dir := filepath.Join(root, "hack", name)
+	cmd := exec.Command(filepath.Join(root, "hack", "build-tool.sh"), bin, dir)
+	cmd.Dir = root
+	var out bytes.Buffer
+	w := io.MultiWriter(&out, os.Stderr)
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("hack/build-tool.sh bin/%s hack/%s: %v\n%s", name, name, err, out.String())
+	}
+	// go test caches a pass until a file the test itself opened changes: stat the module's
+	// files and the binary on the test's behalf, so that a change to either runs it again.
+	err := filepath.WalkDir(dir, func(path string, _ os.DirEntry, err error) error {
+		_, _ = os.Stat(path)
+		return err
+	})
+	_, _ = os.Stat(bin)
+	return bin, err
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/intutic/gate-operator/internal/localenv"
 	"github.com/intutic/gate-operator/internal/promquery"
+	"github.com/intutic/gate-operator/internal/promquery/promquerytest"
 	"github.com/intutic/gate-operator/internal/promscrape"
 )
 
@@ -26,8 +27,9 @@ import (
 // labelled metric has no series until something is counted.
 func testMonitoring(ctx context.Context, t *testing.T, env *localenv.Env, sandboxNamespace, sandbox string) {
 	c := env.Client
-	queries, err := promquery.ChartQueries(filepath.Join(env.Root, "charts", "gate-operator"))
+	chart, err := promquery.ChartQueries(filepath.Join(env.Root, "charts", "gate-operator"))
 	must(t, err)
+	queries := promquerytest.Parse(t, chart)
 
 	// A scraper's ServiceAccount, bound to the chart's metrics-reader ClusterRole.
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: localenv.OperatorNamespace, Name: "e2e-prometheus"}}

@@ -32,6 +32,7 @@ import (
 	"github.com/intutic/gate-operator/internal/gateagent/gateagenttest"
 	"github.com/intutic/gate-operator/internal/localenv"
 	"github.com/intutic/gate-operator/internal/promquery"
+	"github.com/intutic/gate-operator/internal/promquery/promquerytest"
 	"github.com/intutic/gate-operator/internal/promscrape"
 	"github.com/intutic/gate-operator/internal/testutil"
 )
@@ -44,10 +45,11 @@ import (
 // be in what the three serve.
 func TestQueriesAreServed(t *testing.T) {
 	root := repoRoot(t)
-	queries, err := promquery.ChartQueries(filepath.Join(root, "charts", "gate-operator"))
+	chart, err := promquery.ChartQueries(filepath.Join(root, "charts", "gate-operator"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	queries := promquerytest.Parse(t, chart)
 	bin := buildBinaries(t, root, "manager", "confirmer", "gate-agent")
 	ctx := testutil.Context(t, 4*time.Minute)
 
@@ -158,7 +160,8 @@ func TestQueriesAreServed(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	t.Logf("%d queries read %d metrics, all served: %s", len(queries), len(promquery.Metrics(queries)), strings.Join(promquery.Metrics(queries), ", "))
+	metrics := promquery.Metrics(queries)
+	t.Logf("%d queries read %d metrics, all served: %s", len(queries), len(metrics), strings.Join(metrics, ", "))
 }
 
 // buildBinaries builds the commands of cmd/ named into a directory, as make build does.

@@ -74,21 +74,32 @@ func TestAlertRules(t *testing.T) {
 	}
 }
 
-// TestPromtoolPin: the Makefile's tools target installs the promtool these tests run.
+// TestPromtoolPin: the Makefile's tools target installs the promtool these tests run, and
+// promql-refs (hack/promql-refs), which reads the queries for promquery, has the same parser.
 func TestPromtoolPin(t *testing.T) {
-	makefile, err := os.ReadFile(filepath.Join(repoRoot(t), "Makefile"))
+	if pin := pinned(t, "Makefile", "PROMTOOL_VERSION"); pin != promtoolVersion {
+		t.Errorf("the Makefile pins promtool %s, the tests %s", pin, promtoolVersion)
+	}
+	if pin := pinned(t, "hack/promql-refs/go.mod", "github.com/prometheus/prometheus"); pin != promtoolVersion {
+		t.Errorf("hack/promql-refs requires github.com/prometheus/prometheus %s, promtool is %s", pin, promtoolVersion)
+	}
+}
+
+// pinned is the last word of the first line of file (under the repository root) whose first
+// word is key: `PROMTOOL_VERSION ?= v1`, or a go.mod's `example.com/module v1`.
+func pinned(t *testing.T, file, key string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.SplitSeq(string(makefile), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "PROMTOOL_VERSION" && f[1] == "?=" {
-			if f[2] != promtoolVersion {
-				t.Fatalf("the Makefile pins promtool %s, the tests %s", f[2], promtoolVersion)
-			}
-			return
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == key {
+			return f[len(f)-1]
 		}
 	}
-	t.Fatal("the Makefile has no PROMTOOL_VERSION")
+	t.Fatalf("%s has no line for %s", file, key)
+	return ""
 }
 
 // alertTestFile is the part of a promtool unit-test file this test reads.
@@ -153,8 +164,8 @@ func TestAlertsHaveUnitTests(t *testing.T) {
 }
 
 // TestDashboardQueriesArePromQL: every query of the dashboard, with Grafana's interval
-// variables replaced, is PromQL by promtool's own parser (written as recording rules for
-// promtool check rules), so the subset promquery reads is held to the real language.
+// variables replaced, is PromQL to promtool (written as recording rules for promtool check
+// rules), as a PrometheusRule's or Grafana's Prometheus would read it.
 func TestDashboardQueriesArePromQL(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(repoRoot(t), dashboardFile))
 	if err != nil {
