@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -50,15 +51,22 @@ const (
 )
 
 // ReportReconciler keeps one OpenReports Report (openreports.io/v1alpha1, named ReportName) per
-// namespace that a HarnessAgentPolicy governs or a ClusterHarnessAgentPolicy selects, with what
-// the manager can observe of that namespace's posture now: pods a policy selects that do not run
-// its hook (never injected: created before the policy or with the webhooks off) or that were
-// injected by another rendering, policies and cluster layers not Ready, other NetworkPolicies
-// that widen a governed pod's egress, and exceptions about to expire. It is the current state
-// only, never history (the decision trail is the history), and bounded: at most MaxResults
-// results, failures first; the summary counts them all.
+// namespace that a HarnessAgentPolicy governs, a ClusterHarnessAgentPolicy selects or a
+// SessionConfirmer runs in, with what the manager can observe of that namespace's posture now:
+// pods a policy selects that do not run its hook (never injected: created before the policy or
+// with the webhooks off) or that were injected by another rendering, policies and cluster
+// layers not Ready, other NetworkPolicies that widen a governed pod's egress, exceptions about
+// to expire, and the Managed Agents tools its SessionConfirmers' agents run under always_allow
+// (report_agents.go). It is the current state only, never history (the decision trail is the
+// history), and bounded: at most MaxResults results, failures first; the summary counts them
+// all.
 type ReportReconciler struct {
 	Client client.Client
+	// APIReader reads the SessionConfirmers' API key Secrets past the cache, to look their
+	// agents up; without it the agents are not reported.
+	APIReader client.Reader
+	// HTTPClient sends the agent lookups; a client of its own when nil.
+	HTTPClient *http.Client
 	// RenderDigest is what the pod webhook stamps on the pods it injects now
 	// (webhook.RenderDigest of the manager's injection options).
 	RenderDigest string
@@ -68,6 +76,8 @@ type ReportReconciler struct {
 	// ExpiryWarning is how long before its expiry an exception is reported.
 	ExpiryWarning time.Duration
 	Clock         clock.PassiveClock
+
+	agents agentCache
 }
 
 // Reconcile rebuilds the Report of the namespace req.Name.
@@ -90,11 +100,15 @@ func (r *ReportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if len(in.policies) == 0 && len(in.clusters) == 0 {
+	if len(in.policies) == 0 && len(in.clusters) == 0 && len(in.confirmers) == 0 {
 		return ctrl.Result{}, r.deleteReport(ctx, ns)
 	}
 	results, requeue := r.results(in)
-	return ctrl.Result{RequeueAfter: requeue}, r.apply(ctx, ns, results)
+	agentResults, agentRequeue := r.agentResults(ctx, in)
+	if agentRequeue > 0 && (requeue == 0 || agentRequeue < requeue) {
+		requeue = agentRequeue
+	}
+	return ctrl.Result{RequeueAfter: requeue}, r.apply(ctx, ns, append(results, agentResults...))
 }
 
 // observed is what one namespace's Report is built from.
@@ -103,6 +117,7 @@ type observed struct {
 	policies   []gatev1.HarnessAgentPolicy
 	clusters   []gatev1.ClusterHarnessAgentPolicy // those selecting the namespace
 	exceptions []gatev1.GateException
+	confirmers []gatev1.SessionConfirmer
 	pods       []metav1.PartialObjectMetadata
 	now        time.Time
 }
@@ -131,6 +146,11 @@ func (r *ReportReconciler) observe(ctx context.Context, ns string, nsLabels map[
 		return nil, err
 	}
 	in.exceptions = exceptions.Items
+	var confirmers gatev1.SessionConfirmerList
+	if err := r.Client.List(ctx, &confirmers, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	in.confirmers = slices.DeleteFunc(confirmers.Items, func(sc gatev1.SessionConfirmer) bool { return sc.DeletionTimestamp != nil })
 	pods := &metav1.PartialObjectMetadataList{}
 	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
 	if err := r.Client.List(ctx, pods, client.InNamespace(ns)); err != nil {
@@ -269,7 +289,9 @@ func joinRules(rules []gatev1.RuleName) string {
 	return strings.Join(s, ", ")
 }
 
-// resultOrder puts failures first, then warnings, then passes; then by policy, rule and subject.
+// resultOrder puts failures first, then errors, warnings, passes; then by policy, rule, subject
+// and message (a SessionConfirmer has a result per agent), so that the order is the same each
+// time.
 var resultOrder = map[reportsv1alpha1.Result]int{"fail": 0, "error": 1, "warn": 2, "pass": 3, "skip": 4}
 
 // apply writes the namespace's Report: results sorted and bounded, the summary of all of them.
@@ -277,7 +299,7 @@ var resultOrder = map[reportsv1alpha1.Result]int{"fail": 0, "error": 1, "warn": 
 func (r *ReportReconciler) apply(ctx context.Context, ns string, results []reportsv1alpha1.ReportResult) error {
 	slices.SortFunc(results, func(a, b reportsv1alpha1.ReportResult) int {
 		return cmp.Or(cmp.Compare(resultOrder[a.Result], resultOrder[b.Result]), strings.Compare(a.Policy, b.Policy), strings.Compare(a.Rule, b.Rule),
-			strings.Compare(subjectName(a), subjectName(b)))
+			strings.Compare(subjectName(a), subjectName(b)), strings.Compare(a.Description, b.Description))
 	})
 	var summary reportsv1alpha1.ReportSummary
 	for _, res := range results {
@@ -288,6 +310,8 @@ func (r *ReportReconciler) apply(ctx context.Context, ns string, results []repor
 			summary.Fail++
 		case "warn":
 			summary.Warn++
+		case "error":
+			summary.Error++
 		}
 	}
 	if len(results) > r.MaxResults {
@@ -345,8 +369,9 @@ func (r *ReportReconciler) deleteReport(ctx context.Context, ns string) error {
 }
 
 // SetupWithManager registers the controller: a namespace is reconciled when its pods (metadata:
-// created, deleted, labels or annotations changed), policies, exceptions or Report change; with
-// ClusterPolicies also when its labels change, and every namespace when a cluster policy does.
+// created, deleted, labels or annotations changed), policies, exceptions, SessionConfirmers
+// (created, deleted, spec changed) or Report change; with ClusterPolicies also when its labels
+// change, and every namespace when a cluster policy does.
 func (r *ReportReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -357,6 +382,9 @@ func (r *ReportReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.ExpiryWarning <= 0 {
 		r.ExpiryWarning = DefaultExceptionExpiryWarning
 	}
+	if r.HTTPClient == nil {
+		r.HTTPClient = defaultAgentsHTTPClient()
+	}
 	ofNamespace := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
 	})
@@ -365,6 +393,7 @@ func (r *ReportReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Pod{}, ofNamespace, builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, createdOrDeleted()))).
 		Watches(&gatev1.HarnessAgentPolicy{}, ofNamespace).
 		Watches(&gatev1.GateException{}, ofNamespace).
+		Watches(&gatev1.SessionConfirmer{}, ofNamespace, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&reportsv1alpha1.Report{}, ofNamespace, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == ReportName })))
 	if r.ClusterPolicies {
 		b = b.Watches(&gatev1.ClusterHarnessAgentPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allNamespaces)).

@@ -128,7 +128,7 @@ func runSuite(m *testing.M, cfg *rest.Config) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := (&ReportReconciler{Client: mgr.GetClient(), RenderDigest: testRenderDigest, ClusterPolicies: true, Clock: testClock}).SetupWithManager(mgr); err != nil {
+	if err := (&ReportReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), HTTPClient: loopbackOnly(), RenderDigest: testRenderDigest, ClusterPolicies: true, Clock: testClock}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -451,6 +451,7 @@ func setupReports(mgr ctrl.Manager, s *settings, served bool) error {
 	enabled.Set(1)
 	return (&controllers.ReportReconciler{
 		Client:          mgr.GetClient(),
+		APIReader:       mgr.GetAPIReader(),
 		RenderDigest:    webhook.RenderDigest(s.webhooks.InjectOptions()),
 		ClusterPolicies: len(s.namespaces) == 0,
 	}).SetupWithManager(mgr)

@@ -94,6 +94,12 @@ func run(ctx context.Context) error {
 	); err != nil {
 		return err
 	}
+	// The agent asks before each of its tools' calls, as the events above say (the posture Report
+	// reads it and passes it).
+	if err := env.FakeAgent(ctx, anthropictest.Agent{ID: agentID, Name: "coding-agent", Tools: []anthropictest.Toolset{
+		{Default: "always_ask"}, {MCPServer: "deploy", Default: "always_ask"}}}); err != nil {
+		return err
+	}
 	env.Step("applying the samples to namespace %s", ns)
 	if err := env.ApplySamples(ctx, localenv.Samples{Namespace: ns, APIKey: apiKey, WebhookKey: whSecret, BaseURL: localenv.FakeBaseURL, AgentID: agentID, PollInterval: 2 * time.Second}); err != nil {
 		return err

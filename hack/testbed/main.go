@@ -200,7 +200,8 @@ func listen(ctx context.Context, ports []string) error {
 // fakeAnthropic serves the fake Managed Agents API over plain HTTP inside the cluster. The
 // /_fake/ endpoints script it: POST /_fake/sessions/{id} with {"agentID": ..., "calls": [...]}
 // adds a session (or calls to an existing one), GET /_fake/sessions/{id}/confirmations lists
-// the confirmations the session received.
+// the confirmations the session received, POST /_fake/agents with an anthropictest.Agent adds
+// an agent (or replaces it).
 func fakeAnthropic(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("fake-anthropic", flag.ContinueOnError)
 	listen := fs.String("listen", ":8080", "address to serve on")
@@ -248,6 +249,15 @@ func fakeAnthropic(ctx context.Context, args []string) error {
 			return
 		}
 		_ = json.NewEncoder(w).Encode(fake.Confirmations(id))
+	})
+	mux.HandleFunc("POST /_fake/agents", func(w http.ResponseWriter, r *http.Request) {
+		var agent anthropictest.Agent
+		if err := json.NewDecoder(r.Body).Decode(&agent); err != nil || agent.ID == "" {
+			http.Error(w, fmt.Sprintf("want an agent with an ID: %v", err), http.StatusBadRequest)
+			return
+		}
+		fake.AddAgent(agent)
+		_ = json.NewEncoder(w).Encode(map[string]any{})
 	})
 	mux.Handle("/", fake.Config.Handler)
 	return serveHTTP(ctx, *listen, mux, "fake Managed Agents API")

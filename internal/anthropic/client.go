@@ -35,6 +35,9 @@ type ClientOptions struct {
 	// APIKeyFile holds the API key; it is re-read whenever the file changes (a Secret volume
 	// swaps it through a symlink).
 	APIKeyFile string
+	// APIKey is the key itself, for a caller that holds it in memory (the manager, which reads
+	// it from the Secret for one lookup); APIKeyFile is not read when it is set.
+	APIKey string
 	// WorkspaceID, when set, is sent as anthropic-workspace-id.
 	WorkspaceID string
 	// HTTPClient sends the requests; when nil, a transport of the client's own (HTTP/2 over
@@ -83,7 +86,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 	c := &Client{
 		base:       u,
 		http:       o.HTTPClient,
-		key:        &keyFile{path: o.APIKeyFile},
+		key:        &keyFile{path: o.APIKeyFile, value: strings.TrimSpace(o.APIKey), static: o.APIKey != ""},
 		workspace:  o.WorkspaceID,
 		userAgent:  o.UserAgent,
 		maxRetries: o.MaxRetries,
@@ -150,9 +153,11 @@ func newTransport(roots *x509.CertPool) *http.Transport {
 	return t
 }
 
-// keyFile caches the API key and re-reads it when the file's identity or size changes.
+// keyFile caches the API key and re-reads it when the file's identity or size changes; a
+// static key (ClientOptions.APIKey) has no file.
 type keyFile struct {
-	path string
+	path   string
+	static bool
 
 	mu      sync.Mutex
 	modTime time.Time
@@ -161,6 +166,12 @@ type keyFile struct {
 }
 
 func (k *keyFile) get() (string, error) {
+	if k.static {
+		if k.value == "" {
+			return "", errors.New("API key is empty")
+		}
+		return k.value, nil
+	}
 	fi, err := os.Stat(k.path)
 	if err != nil {
 		return "", fmt.Errorf("API key file: %w", err)
@@ -228,6 +239,19 @@ func (c *Client) getJSON(ctx context.Context, path string, q query, out any) err
 		return err
 	}
 	return decodeBody(resp, out)
+}
+
+// getOne fetches the object at collection/{id}, id encoded as the path parameter param.
+func getOne[T any](ctx context.Context, c *Client, collection, param, id string) (*T, error) {
+	seg, err := pathSegment(param, id)
+	if err != nil {
+		return nil, err
+	}
+	out := new(T)
+	if err := c.getJSON(ctx, collection+"/"+seg, nil, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func decodeBody(resp *http.Response, out any) error {

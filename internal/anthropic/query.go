@@ -62,11 +62,13 @@ func rfc3986(s string) string {
 	return b.String()
 }
 
-// sessionSegment encodes a session id as a path parameter; empty, "." and ".." are refused
-// (specs §1.1).
-func sessionSegment(sessionID string) (string, error) {
-	if sessionID == "" || sessionID == "." || sessionID == ".." {
-		return "", fmt.Errorf("session_id %q is not a valid path parameter", sessionID)
+// sessionSegment encodes a session id as a path parameter.
+func sessionSegment(sessionID string) (string, error) { return pathSegment("session_id", sessionID) }
+
+// pathSegment encodes a path parameter; empty, "." and ".." are refused (specs §1.1).
+func pathSegment(name, value string) (string, error) {
+	if value == "" || value == "." || value == ".." {
+		return "", fmt.Errorf("%s %q is not a valid path parameter", name, value)
 	}
-	return url.PathEscape(sessionID), nil
+	return url.PathEscape(value), nil
 }

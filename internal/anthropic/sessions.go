@@ -169,13 +169,5 @@ func (c *Client) ListSessions(ctx context.Context, p ListSessionsParams) ([]Sess
 
 // GetSession fetches one session.
 func (c *Client) GetSession(ctx context.Context, sessionID string) (*Session, error) {
-	seg, err := sessionSegment(sessionID)
-	if err != nil {
-		return nil, err
-	}
-	s := &Session{}
-	if err := c.getJSON(ctx, "/v1/sessions/"+seg, nil, s); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return getOne[Session](ctx, c, "/v1/sessions", "session_id", sessionID)
 }

@@ -66,6 +66,15 @@ func (e *Env) FakeSession(ctx context.Context, id, agentID string, calls ...anth
 	return out.ToolUseIDs, nil
 }
 
+// FakeAgent adds an agent to the fake (or replaces it), which GET /v1/agents/{id} answers.
+func (e *Env) FakeAgent(ctx context.Context, agent anthropictest.Agent) error {
+	body, err := json.Marshal(agent)
+	if err != nil {
+		return err
+	}
+	return hostCall(ctx, FakeHostURL, http.MethodPost, "/_fake/agents", body, nil)
+}
+
 // FakeConfirmations returns the user.tool_confirmation events the fake's session received.
 func (e *Env) FakeConfirmations(ctx context.Context, id string) ([]map[string]any, error) {
 	var out []map[string]any

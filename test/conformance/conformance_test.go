@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/ptr"
 
 	"github.com/intutic/gate-operator/internal/anthropic"
 	"github.com/intutic/gate-operator/internal/anthropic/anthropictest"
@@ -193,11 +195,21 @@ func TestAnthropicSDK(t *testing.T) {
 	}
 	fake.AddSession("sesn_sdk", "agent_sdk", calls...)
 	fake.AddSession("sesn_other", "agent_other")
+	fake.AddAgent(anthropictest.Agent{ID: "agent_sdk", Name: "sdk", Tools: []anthropictest.Toolset{
+		{Default: anthropic.PolicyAlwaysAsk, Configs: []anthropictest.ToolConfig{{Name: "web_fetch", Policy: anthropic.PolicyAlwaysAllow}, {Name: "bash", Enabled: ptr.To(false)}}},
+		{MCPServer: "deploy", Default: anthropic.PolicyAuto, Configs: []anthropictest.ToolConfig{{Name: "release", Policy: anthropic.PolicyAlwaysAsk}}},
+	}, CustomTools: []string{"lookup"}})
 
 	out := node(t, "sdk.mjs", []string{"BASE_URL=" + fake.URL, "API_KEY=" + key, "SESSION=sesn_sdk", "AGENT=agent_sdk"}, nil)
+	var retrieved json.RawMessage
 	for _, c := range cases(t, out) {
 		record(t, "@anthropic-ai/sdk", c.Case, c.OK, string(c.Detail))
+		if c.Case == "agents.retrieve reads the agent and its tools' policies" && c.OK {
+			retrieved = c.Detail
+		}
 	}
+	same, detail := sameAgent(t, fake, key, retrieved)
+	record(t, "@anthropic-ai/sdk", "the agent as the SDK reads it is the agent as anthropic.GetAgent reads it", same, detail)
 
 	pages, typed, beta := 0, false, true
 	for _, r := range fake.Requests() {
@@ -214,6 +226,55 @@ func TestAnthropicSDK(t *testing.T) {
 	record(t, "@anthropic-ai/sdk", "at least three pages followed with page=", pages >= 3, fmt.Sprintf("%d page requests", pages))
 	record(t, "@anthropic-ai/sdk", "types sent as types[]= (bracket encoding)", typed, "no types%5B%5D= in any query")
 	record(t, "@anthropic-ai/sdk", "beta header and bearer key on every request", beta, "a request lacked them")
+}
+
+// sameAgent compares the agent the SDK retrieved (sdk.mjs's detail) with what
+// anthropic.Client.GetAgent reads of it, field by field as sdk.mjs writes them.
+func sameAgent(t *testing.T, fake *anthropictest.Server, key string, retrieved json.RawMessage) (bool, string) {
+	t.Helper()
+	if retrieved == nil {
+		return false, "the SDK did not retrieve the agent"
+	}
+	c, err := anthropic.NewClient(anthropic.ClientOptions{BaseURL: fake.URL, APIKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.GetAgent(t.Context(), "agent_sdk")
+	if err != nil {
+		return false, err.Error()
+	}
+	type toolset struct {
+		Type          string  `json:"type"`
+		MCPServerName string  `json:"mcp_server_name,omitempty"`
+		Default       [2]any  `json:"default"`
+		Configs       [][]any `json:"configs"`
+	}
+	policy := func(c *anthropic.ToolConfig) [2]any {
+		if c == nil || c.Enabled == nil || c.PermissionPolicy == nil {
+			return [2]any{}
+		}
+		return [2]any{*c.Enabled, c.PermissionPolicy.Type}
+	}
+	var policies []toolset
+	for _, tool := range a.Tools {
+		if tool.Type == anthropic.ToolCustom {
+			continue
+		}
+		ts := toolset{Type: tool.Type, MCPServerName: tool.MCPServerName, Default: policy(tool.DefaultConfig), Configs: [][]any{}}
+		for _, cfg := range tool.Configs {
+			p := policy(&cfg)
+			ts.Configs = append(ts.Configs, []any{cfg.Name, p[0], p[1]})
+		}
+		policies = append(policies, ts)
+	}
+	ours, _ := json.Marshal(map[string]any{"id": a.ID, "version": a.Version, "name": a.Name, "policies": policies})
+	var sdk, mine any
+	_ = json.Unmarshal(retrieved, &sdk)
+	_ = json.Unmarshal(ours, &mine)
+	if !reflect.DeepEqual(sdk, mine) {
+		return false, fmt.Sprintf("the SDK read %s, GetAgent %s", retrieved, ours)
+	}
+	return true, ""
 }
 
 // TestStandardWebhooks has standardwebhooks sign deliveries and posts them to the confirmer's

@@ -82,3 +82,26 @@ await run("sessions.list by agent", async () => {
   if (!ids.includes(SESSION)) throw new Error(`sessions ${ids}`);
   return { sessions: ids.length };
 });
+
+await run("agents.retrieve reads the agent and its tools' policies", async () => {
+  const agent = await client.beta.agents.retrieve(AGENT);
+  const toolsets = agent.tools.filter((t) => t.type !== "custom");
+  const policies = toolsets.map((t) => ({
+    type: t.type,
+    mcp_server_name: t.mcp_server_name,
+    default: [t.default_config.enabled, t.default_config.permission_policy.type],
+    configs: t.configs.map((c) => [c.name, c.enabled, c.permission_policy.type]),
+  }));
+  if (agent.id !== AGENT || agent.type !== "agent" || typeof agent.version !== "number") throw new Error(JSON.stringify(agent));
+  return { id: agent.id, version: agent.version, name: agent.name, policies };
+});
+
+await run("agents.retrieve of an unknown agent is NotFoundError", async () => {
+  try {
+    await client.beta.agents.retrieve("agent_unknown");
+  } catch (e) {
+    if (e instanceof Anthropic.NotFoundError && e.error?.error?.type === "not_found_error") return { status: e.status };
+    throw e;
+  }
+  throw new Error("the fake answered an unknown agent");
+});

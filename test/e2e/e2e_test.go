@@ -73,6 +73,8 @@ func TestEndToEnd(t *testing.T) {
 		anthropictest.ToolUse{Name: "read", Input: map[string]any{"file_path": "README.md"}, Permission: "ask"},
 	)
 	must(t, err)
+	// Its agent asks before every call, as its events say, so the posture Report passes it.
+	must(t, env.FakeAgent(ctx, anthropictest.Agent{ID: "agent_e2e", Tools: []anthropictest.Toolset{{Default: "always_ask"}}}))
 
 	c := env.Client
 	must(t, env.ApplySamples(ctx, localenv.Samples{Namespace: ns, APIKey: key, WebhookKey: "whsec_ZTJlIHdlYmhvb2sga2V5", BaseURL: localenv.FakeBaseURL, AgentID: "agent_e2e", PollInterval: 2 * time.Second, Deadline: approvalDeadline}))

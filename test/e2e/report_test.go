@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,9 +21,11 @@ import (
 	"github.com/intutic/gate-operator/internal/testutil"
 )
 
-// testPostureReport: the namespace's posture Report (OpenReports, installed by the chart) lists
-// a pod the policy selects that was created with the webhooks off, and clears it once the pod
-// is replaced by one created with them on, which the injection governs.
+// testPostureReport: the namespace's posture Report (OpenReports, installed by the chart) passes
+// the SessionConfirmer's agent, which the manager read from the fake API with the confirmer's
+// key (it runs no tool under always_allow); it lists a pod the policy selects that was created
+// with the webhooks off, and clears it once the pod is replaced by one created with them on,
+// which the injection governs.
 func testPostureReport(ctx context.Context, t *testing.T, env *localenv.Env) {
 	c := env.Client
 	pod := func() *corev1.Pod {
@@ -49,12 +52,17 @@ func testPostureReport(ctx context.Context, t *testing.T, env *localenv.Env) {
 		return r, found, nil
 	}
 	testutil.Eventually(t, time.Minute, func() error {
-		_, found, err := report()
+		r, found, err := report()
 		if err != nil {
 			return err
 		}
 		if len(found) != 0 {
 			return fmt.Errorf("findings before the test: %q", found)
+		}
+		if !slices.ContainsFunc(r.Results, func(res reportsv1alpha1.ReportResult) bool {
+			return res.Rule == "agent-tools-confirmed" && res.Result == "pass" && len(res.Subjects) > 0 && res.Subjects[0].Name == "coding-agents"
+		}) {
+			return fmt.Errorf("no pass of the SessionConfirmer's agents in %+v", r.Results)
 		}
 		return nil
 	})

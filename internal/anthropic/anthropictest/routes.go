@@ -82,7 +82,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte) {
 	case r.Method == http.MethodGet && len(parts) == 5 && parts[3] == "events" && parts[4] == "stream":
 		s.stream(w, r, parts[2])
 	default:
-		errorResponse(w, 404, "not_found_error", "no such route: "+r.Method+" "+r.URL.Path)
+		if !s.agentRoute(w, r, parts) {
+			errorResponse(w, 404, "not_found_error", "no such route: "+r.Method+" "+r.URL.Path)
+		}
 	}
 }
 

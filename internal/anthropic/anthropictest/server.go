@@ -1,8 +1,9 @@
 // Package anthropictest is an in-process fake of the Managed Agents Sessions API for tests,
 // the demo and benchmarks, faithful to specs/managed-agents-wire.md: the paths and headers it
 // requires, PageCursor pagination with types[] filtering and order, the SSE stream (event name
-// equal to the payload's type, ping frames), requires_action bookkeeping, and the error
-// envelope. It injects faults on request and records every request.
+// equal to the payload's type, ping frames), requires_action bookkeeping, the agents AddAgent
+// scripts (GET /v1/agents/{id}), and the error envelope. It injects faults on request and
+// records every request.
 package anthropictest
 
 import (
@@ -54,6 +55,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	sessions  map[string]*session
+	agents    map[string]map[string]any // AddAgent's, as GET /v1/agents/{id} answers them
 	order     []string
 	requests  []Request
 	faults    []*Fault
