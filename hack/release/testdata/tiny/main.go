@@ -1,0 +1,4 @@
+// A program for the SBOM test to read, built for another architecture than the test's.
+package main
+
+func main() {}
