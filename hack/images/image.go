@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 const (
@@ -72,14 +73,20 @@ func rootFiles(ca []byte) []file {
 	}
 }
 
-// writeImage writes spec's image as a docker-archive tarball at path (atomically) and returns
-// its digest. The image keeps Docker media types: `crane push` of the tarball rebuilds the
-// manifest with those, so the digest printed is the digest pushed.
-func writeImage(spec imageSpec, src *source, arch string, ca []byte, binDir, path string) (string, error) {
-	tag, err := name.NewTag(spec.ref, name.StrictValidation)
-	if err != nil {
-		return "", err
-	}
+// mediaTypes are an image's manifest, config and layer media types.
+type mediaTypes struct{ manifest, config, layer types.MediaType }
+
+var (
+	// ociTypes are those of the index's images: an OCI index lists OCI manifests.
+	ociTypes = mediaTypes{types.OCIManifestSchema1, types.OCIConfigJSON, types.OCILayer}
+	// dockerTypes are those a docker-archive is read back with: it records none, and `ctr
+	// images import`, `docker load` and `crane push` give its manifest Docker's.
+	dockerTypes = mediaTypes{types.DockerManifestSchema2, types.DockerConfigJSON, types.DockerLayer}
+)
+
+// layerBlob is spec's one layer, with its binaries from binDir: built once per architecture and
+// given either media types, so an image's docker-archive carries the layer of its index.
+func layerBlob(spec imageSpec, src *source, ca []byte, binDir string) ([]byte, error) {
 	files := spec.root
 	if files == nil {
 		files = rootFiles(ca)
@@ -87,32 +94,34 @@ func writeImage(spec imageSpec, src *source, arch string, ca []byte, binDir, pat
 	for _, b := range spec.binaries {
 		data, err := os.ReadFile(filepath.Join(binDir, b))
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		files = append(files, file{path: b, mode: 0o755, data: data})
 	}
-	files = append(files, spec.extra...)
-	layerBlob, err := gzipTar(files, src.epoch)
-	if err != nil {
-		return "", err
-	}
+	return gzipTar(append(files, spec.extra...), src.epoch)
+}
+
+// newImage is spec's image for linux/arch: the layer blob on an empty base, with the media
+// types mt.
+func newImage(spec imageSpec, src *source, arch string, blob []byte, mt mediaTypes) (v1.Image, error) {
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerBlob)), nil
-	})
+		return io.NopCloser(bytes.NewReader(blob)), nil
+	}, tarball.WithMediaType(mt.layer))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	created := v1.Time{Time: src.epoch}
-	img, err := mutate.Append(empty.Image, mutate.Addendum{
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, mt.manifest), mt.config)
+	img, err := mutate.Append(base, mutate.Addendum{
 		Layer:   layer,
 		History: v1.History{Created: created, CreatedBy: "go run ./hack/images", Comment: cmp.Or(spec.comment, "static binaries, passwd, group, CA certificates")},
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	entrypoint := spec.entrypoint
 	if entrypoint == nil {
@@ -125,36 +134,43 @@ func writeImage(spec imageSpec, src *source, arch string, ca []byte, binDir, pat
 		Entrypoint: entrypoint,
 		Cmd:        spec.cmd,
 		WorkingDir: "/",
-		Labels: map[string]string{
-			"org.opencontainers.image.title":    spec.name,
-			"org.opencontainers.image.source":   src.url,
-			"org.opencontainers.image.version":  src.version,
-			"org.opencontainers.image.revision": src.revision,
-		},
+		Labels:     labels(spec, src),
 	}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return "", err
+	return mutate.ConfigFile(img, cf)
+}
+
+// labels are an image config's labels, and with the creation time its index's annotations.
+func labels(spec imageSpec, src *source) map[string]string {
+	return map[string]string{
+		"org.opencontainers.image.title":    spec.name,
+		"org.opencontainers.image.source":   src.url,
+		"org.opencontainers.image.version":  src.version,
+		"org.opencontainers.image.revision": src.revision,
 	}
-	digest, err := img.Digest()
+}
+
+// writeArchive writes img as a docker-archive tarball named ref at path (atomically).
+func writeArchive(ref string, img v1.Image, path string) error {
+	tag, err := name.NewTag(ref, name.StrictValidation)
 	if err != nil {
-		return "", err
+		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-")
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer os.Remove(tmp.Name())
 	if err := tarball.Write(tag, img, tmp); err != nil {
 		tmp.Close()
-		return "", err
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return "", err
+		return err
 	}
-	return digest.String(), os.Rename(tmp.Name(), path)
+	return os.Rename(tmp.Name(), path)
 }
 
 // gzipTar is the layer: files in the order given, every time at mtime; gzip's header carries

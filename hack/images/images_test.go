@@ -6,28 +6,34 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sync/errgroup"
 )
 
 const root = "../.."
 
-// TestImages builds the binaries once, then both images twice from them with the command as
-// `make images` runs it, and checks what a cluster and a release pipeline depend on: the
-// digests repeat, the tarballs load with the digest printed (what `crane push` pushes), the
-// names are the ones the manifests run, and the files, owners and config are as documented.
-// (The command runs as its own process so that compression does not run under -race.)
+// TestImages builds the binaries once for each of platforms, then both images twice from them
+// with the command as `make images` runs it, and checks what a cluster and a release pipeline
+// depend on: the index digests and every byte written repeat, each index holds its image for
+// each platform with OCI media types and is named by its reference, the docker-archives carry
+// the config and layer of the index's image for this machine, the names are the ones the
+// manifests run, and the files, owners, architectures and config are as documented. (The command
+// runs as its own process so that compression does not run under -race.)
 func TestImages(t *testing.T) {
 	src, err := readSource(root)
 	if err != nil {
@@ -44,10 +50,20 @@ func TestImages(t *testing.T) {
 			t.Errorf("run without a CA bundle: %v; want an error naming ca-certificates", err)
 		}
 	})
+	t.Run("archive outside the index", func(t *testing.T) {
+		err := run(options{root: root, out: t.TempDir(), arch: "riscv64", caCerts: ca}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "-arch riscv64") {
+			t.Errorf("run -arch riscv64: %v; want an error naming -arch", err)
+		}
+	})
 
-	bin, tool := t.TempDir(), filepath.Join(t.TempDir(), "images")
+	bins, tool := map[string]string{}, filepath.Join(t.TempDir(), "images")
 	var g errgroup.Group
-	g.Go(func() error { return buildBinaries(root, runtime.GOARCH, bin) })
+	for _, p := range platforms {
+		dir := t.TempDir()
+		bins[p] = dir
+		g.Go(func() error { return buildBinaries(root, p, dir) })
+	}
 	g.Go(func() error {
 		out, err := exec.Command("go", "build", "-o", tool, ".").CombinedOutput()
 		if err != nil {
@@ -58,11 +74,18 @@ func TestImages(t *testing.T) {
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
+	// -bin for this machine's binaries, as hack/lib/node.sh passes them; -bin-<arch> for the others.
+	args := []string{"-root", root, "-ca-certs", ca, "-bin", bins[runtime.GOARCH]}
+	for _, p := range platforms {
+		if p != runtime.GOARCH {
+			args = append(args, "-bin-"+p, bins[p])
+		}
+	}
 	outs := [2]string{t.TempDir(), t.TempDir()}
 	var printed [2]bytes.Buffer
 	for i := range outs {
 		g.Go(func() error {
-			cmd := exec.Command(tool, "-root", root, "-out", outs[i], "-bin", bin, "-ca-certs", ca)
+			cmd := exec.Command(tool, append(slices.Clone(args), "-out", outs[i])...)
 			var stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &printed[i], &stderr
 			if err := cmd.Run(); err != nil {
@@ -75,7 +98,7 @@ func TestImages(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	digests := map[string]string{} // ref -> digest, as printed
+	digests := map[string]string{} // ref -> index digest, as printed
 	for _, line := range strings.Split(strings.TrimSpace(printed[0].String()), "\n") {
 		ref, digest, _ := strings.Cut(line, " ")
 		digests[ref] = digest
@@ -84,10 +107,13 @@ func TestImages(t *testing.T) {
 		if printed[0].String() != printed[1].String() {
 			t.Errorf("two builds printed\n%s\nand\n%s", &printed[0], &printed[1])
 		}
-		for _, spec := range imageSpecs(src) {
-			a, b := readFile(t, filepath.Join(outs[0], spec.name+".tar")), readFile(t, filepath.Join(outs[1], spec.name+".tar"))
-			if !bytes.Equal(a, b) {
-				t.Errorf("%s.tar differs between two builds", spec.name)
+		a, b := tree(t, outs[0]), tree(t, outs[1])
+		if len(a) != len(b) {
+			t.Errorf("two builds wrote %d and %d files", len(a), len(b))
+		}
+		for path, data := range a {
+			if !bytes.Equal(data, b[path]) {
+				t.Errorf("%s differs between two builds", path)
 			}
 		}
 	})
@@ -102,37 +128,150 @@ func TestImages(t *testing.T) {
 		}
 	})
 
-	for _, tc := range []struct {
+	lp, err := layout.FromPath(filepath.Join(outs[0], layoutDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := lp.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, err := top.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := imageSpecs(src)
+	if len(named.Manifests) != len(specs) {
+		t.Fatalf("the layout's index.json lists %d indexes, want %d", len(named.Manifests), len(specs))
+	}
+	for i, tc := range []struct {
 		spec     imageSpec
 		binaries []string
 	}{
-		{imageSpecs(src)[0], []string{"manager"}},
-		{imageSpecs(src)[1], []string{"confirmer", "gate-hook", "gate-hook-cel", "egress-wait", "gate-agent", "gate-client"}},
+		{specs[0], []string{"manager"}},
+		{specs[1], []string{"confirmer", "gate-hook", "gate-hook-cel", "egress-wait", "gate-agent", "gate-client"}},
 	} {
 		t.Run(tc.spec.name, func(t *testing.T) {
-			path := filepath.Join(outs[0], tc.spec.name+".tar")
-			tag, err := name.NewTag(tc.spec.ref)
+			desc := named.Manifests[i]
+			if desc.MediaType != types.OCIImageIndex || desc.Digest.String() != digests[tc.spec.ref] ||
+				desc.Annotations["org.opencontainers.image.ref.name"] != tc.spec.ref || desc.Annotations["io.containerd.image.name"] != tc.spec.ref {
+				t.Errorf("index.json lists %s %s named %v; want the printed index %s named %s", desc.MediaType, desc.Digest, desc.Annotations, digests[tc.spec.ref], tc.spec.ref)
+			}
+			idx, err := top.ImageIndex(desc.Digest)
 			if err != nil {
 				t.Fatal(err)
 			}
-			img, err := tarball.ImageFromPath(path, &tag)
+			im, err := idx.IndexManifest()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d, err := img.Digest(); err != nil || d.String() != digests[tc.spec.ref] {
-				t.Errorf("the tarball loads as %v (%v), printed %s", d, err, digests[tc.spec.ref])
+			want := labels(tc.spec, src)
+			want["org.opencontainers.image.created"] = src.epoch.Format(time.RFC3339)
+			if im.MediaType != types.OCIImageIndex || fmt.Sprint(im.Annotations) != fmt.Sprint(want) {
+				t.Errorf("index %s annotated %v; want %s annotated %v", im.MediaType, im.Annotations, types.OCIImageIndex, want)
 			}
-			cf, err := img.ConfigFile()
-			if err != nil {
-				t.Fatal(err)
+			if len(im.Manifests) != len(platforms) {
+				t.Fatalf("the index lists %d manifests, want one for each of %v", len(im.Manifests), platforms)
 			}
-			checkConfig(t, cf, src, tc.spec.name, "/"+tc.binaries[0])
-			checkLayer(t, img, src.epoch, ca, bin, tc.binaries)
+			for j, p := range platforms {
+				m := im.Manifests[j]
+				if m.MediaType != types.OCIManifestSchema1 || m.Platform == nil || m.Platform.String() != "linux/"+p {
+					t.Errorf("manifest %d is %s for %v; want %s for linux/%s", j, m.MediaType, m.Platform, types.OCIManifestSchema1, p)
+				}
+				img, err := idx.Image(m.Digest)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkImage(t, img, src, tc.spec.name, tc.binaries, p, ca, bins[p])
+				if p == runtime.GOARCH {
+					checkArchive(t, filepath.Join(outs[0], tc.spec.name+".tar"), tc.spec.ref, img)
+				}
+			}
 		})
 	}
 }
 
-func checkConfig(t *testing.T, cf *v1.ConfigFile, src *source, title, entrypoint string) {
+// checkImage checks one platform's image of an index: OCI media types, its config, its layer.
+func checkImage(t *testing.T, img v1.Image, src *source, title string, binaries []string, arch, ca, bin string) {
+	t.Helper()
+	m, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.MediaType != types.OCIConfigJSON || len(m.Layers) != 1 || m.Layers[0].MediaType != types.OCILayer {
+		t.Errorf("linux/%s: config %s, layers %v; want %s and one %s", arch, m.Config.MediaType, m.Layers, types.OCIConfigJSON, types.OCILayer)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkConfig(t, cf, src, title, "/"+binaries[0], arch)
+	checkLayer(t, img, src.epoch, ca, bin, binaries, arch)
+}
+
+// checkArchive checks that the docker-archive at path is named ref and carries img's config and
+// layer.
+func checkArchive(t *testing.T, path, ref string, img v1.Image) {
+	t.Helper()
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archived, err := tarball.ImageFromPath(path, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := func(img v1.Image) string {
+		h, err := img.ConfigName()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.String()
+	}
+	layer := func(img v1.Image) string {
+		h, err := oneLayer(t, img).Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.String()
+	}
+	if config(archived) != config(img) || layer(archived) != layer(img) {
+		t.Errorf("%s holds config %s and layer %s; the index's linux/%s image %s and %s", path, config(archived), layer(archived), runtime.GOARCH, config(img), layer(img))
+	}
+}
+
+// oneLayer is img's layer, the only one it may have.
+func oneLayer(t *testing.T, img v1.Image) v1.Layer {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("%d layers (%v), want 1", len(layers), err)
+	}
+	return layers[0]
+}
+
+// tree reads every file under dir, by its path relative to dir.
+func tree(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		files[rel], err = os.ReadFile(path)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func checkConfig(t *testing.T, cf *v1.ConfigFile, src *source, title, entrypoint, arch string) {
 	t.Helper()
 	c := cf.Config
 	if c.User != "65532:65532" || len(c.Entrypoint) != 1 || c.Entrypoint[0] != entrypoint || len(c.Cmd) != 0 || c.WorkingDir != "/" || len(c.Env) != 0 {
@@ -147,20 +286,16 @@ func checkConfig(t *testing.T, cf *v1.ConfigFile, src *source, title, entrypoint
 	if fmt.Sprint(c.Labels) != fmt.Sprint(want) {
 		t.Errorf("labels = %v, want %v", c.Labels, want)
 	}
-	if cf.OS != "linux" || cf.Architecture != runtime.GOARCH || !cf.Created.Equal(src.epoch) {
-		t.Errorf("config is %s/%s created %v; want linux/%s created %v", cf.OS, cf.Architecture, cf.Created, runtime.GOARCH, src.epoch)
+	if cf.OS != "linux" || cf.Architecture != arch || !cf.Created.Equal(src.epoch) {
+		t.Errorf("config is %s/%s created %v; want linux/%s created %v", cf.OS, cf.Architecture, cf.Created, arch, src.epoch)
 	}
 }
 
 // checkLayer compares the one layer's entries, in order, with every header field that matters,
-// and its files with their sources; the binaries must be static.
-func checkLayer(t *testing.T, img v1.Image, epoch time.Time, ca, bin string, binaries []string) {
+// and its files with their sources; the binaries must be static, for arch.
+func checkLayer(t *testing.T, img v1.Image, epoch time.Time, ca, bin string, binaries []string, arch string) {
 	t.Helper()
-	layers, err := img.Layers()
-	if err != nil || len(layers) != 1 {
-		t.Fatalf("%d layers (%v), want 1", len(layers), err)
-	}
-	rc, err := layers[0].Uncompressed()
+	rc, err := oneLayer(t, img).Uncompressed()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,6 +352,9 @@ func checkLayer(t *testing.T, img v1.Image, epoch time.Time, ca, bin string, bin
 		f, err := elf.NewFile(bytes.NewReader(files[b]))
 		if err != nil {
 			t.Fatalf("%s: %v", b, err)
+		}
+		if f.Machine != debianTriples[arch].machine {
+			t.Errorf("%s is for %s, want %s (linux/%s)", b, f.Machine, debianTriples[arch].machine, arch)
 		}
 		for _, p := range f.Progs {
 			if p.Type == elf.PT_INTERP {

@@ -214,5 +214,39 @@ func writeTestImages(o options, src *source, ca []byte, stdout, progress io.Writ
 		}
 		specs = append(specs, spec)
 	}
-	return writeImages(specs, src, o.arch, ca, dir, o.out, stdout, progress)
+	return writeArchives(specs, src, o.arch, ca, dir, o.out, stdout, progress)
+}
+
+// writeArchives writes each image for arch as <out>/<name>.tar, a docker-archive with its
+// binaries from binDir, and prints "<ref> <digest>" for each, the digest its manifest is read
+// back with.
+func writeArchives(specs []imageSpec, src *source, arch string, ca []byte, binDir, out string, stdout, progress io.Writer) error {
+	for _, spec := range specs {
+		path := filepath.Join(out, spec.name+".tar")
+		fmt.Fprintf(progress, "writing %s (%s)\n", path, spec.ref)
+		digest, err := writeArchiveImage(spec, src, arch, ca, binDir, path)
+		if err != nil {
+			return fmt.Errorf("image %s: %w", spec.name, err)
+		}
+		fmt.Fprintf(stdout, "%s %s\n", spec.ref, digest)
+	}
+	return nil
+}
+
+// writeArchiveImage writes spec's image for arch as a docker-archive at path and returns the
+// digest its manifest is read back with.
+func writeArchiveImage(spec imageSpec, src *source, arch string, ca []byte, binDir, path string) (string, error) {
+	blob, err := layerBlob(spec, src, ca, binDir)
+	if err != nil {
+		return "", err
+	}
+	img, err := newImage(spec, src, arch, blob, dockerTypes)
+	if err != nil {
+		return "", err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	return digest.String(), writeArchive(spec.ref, img, path)
 }
