@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 const usage = `usage: release <command> [flags] [args]
@@ -24,8 +26,13 @@ commands:
   keygen -dir DIR
         write a new cosign key pair: DIR/cosign.key (encrypted with $COSIGN_PASSWORD) and DIR/cosign.pub
   sbom -name IMAGE -version VERSION [-epoch SECONDS] [-o FILE] OS/ARCH=BINARY...
-        write one image's CycloneDX JSON SBOM from its binaries' Go build information;
-        the same binaries and flags give the same bytes (the time is -epoch, default $SOURCE_DATE_EPOCH)
+  sbom -name IMAGE -version VERSION [-epoch SECONDS] [-o FILE] [-plain-http] -image REPO@sha256:DIGEST
+  sbom -name IMAGE -version VERSION [-epoch SECONDS] [-o FILE] -layout DIR -ref NAME
+        write one image's CycloneDX JSON SBOM from its binaries' Go build information: the binaries
+        given, or every Go binary in each platform's image of an image index, in a registry or in the
+        OCI image layout DIR under its org.opencontainers.image.ref.name NAME (a binary's path in the
+        image is its component's image.path property); the same binaries and flags give the same
+        bytes (the time is -epoch, default $SOURCE_DATE_EPOCH)
   sign -key cosign.key -sbom FILE [-identity REPO] [-referrer=false] [-plain-http] IMAGE@sha256:DIGEST...
         sign each image (cosign's sha256-<hex>.sig tag), attest its SBOM (signed in-toto statement,
         predicate https://cyclonedx.org/bom, sha256-<hex>.att tag) and attach the SBOM as an OCI referrer;
@@ -94,23 +101,50 @@ func keygenCommand(_ context.Context, fs *flag.FlagSet, args []string, stdout io
 	return keygen(*dir, []byte(os.Getenv(passwordEnv)), stdout)
 }
 
-func sbomCommand(_ context.Context, fs *flag.FlagSet, args []string, stdout io.Writer) error {
+func sbomCommand(ctx context.Context, fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	var o sbomOptions
 	fs.StringVar(&o.name, "name", "", "the image's repository, e.g. ghcr.io/intutic/gate-operator (required)")
 	fs.StringVar(&o.version, "version", "", "the release's version, e.g. the chart's appVersion (required)")
 	epoch := fs.String("epoch", os.Getenv("SOURCE_DATE_EPOCH"), "the SBOM's time, in seconds since 1970")
 	out := fs.String("o", "-", `output file; "-" is stdout`)
-	if err := parse(fs, args, -1); err != nil {
+	image := fs.String("image", "", "read the binaries from this image index in a registry, by digest (REPO@sha256:DIGEST)")
+	plainHTTP := fs.Bool("plain-http", false, "with -image: talk HTTP to the registry (127.0.0.1 and localhost are HTTP anyway)")
+	dir := fs.String("layout", "", "read the binaries from an image index in this OCI image layout (with -ref)")
+	ref := fs.String("ref", "", "with -layout: the index's org.opencontainers.image.ref.name, e.g. ghcr.io/intutic/gate-operator:0.1.0")
+	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.name == "" || o.version == "" {
+		return fmt.Errorf("%w: sbom needs -name and -version", errUsage)
 	}
 	var err error
 	if o.created, err = parseEpoch(*epoch); err != nil {
 		return err
 	}
-	if o.binaries, err = parseBinaries(fs.Args()); err != nil {
+	var idx v1.ImageIndex // the image to read the binaries from, if any
+	switch {
+	case (*image != "" || *dir != "") && fs.NArg() > 0:
+		return fmt.Errorf("%w: sbom reads an image's binaries from -image or -layout, or takes them as OS/ARCH=BINARY, not both", errUsage)
+	case *image != "" && *dir != "":
+		return fmt.Errorf("%w: sbom takes -image or -layout, not both", errUsage)
+	case (*dir == "") != (*ref == ""):
+		return fmt.Errorf("%w: sbom takes -layout and -ref together", errUsage)
+	case *image != "":
+		idx, err = remoteIndex(ctx, *image, *plainHTTP)
+	case *dir != "":
+		idx, err = layoutIndex(*dir, *ref)
+	default:
+		o.binaries, err = parseBinaries(fs.Args())
+	}
+	if err != nil {
 		return err
 	}
-	bom, err := buildSBOM(o)
+	var bom []byte
+	if idx != nil {
+		bom, err = imageSBOM(o, idx)
+	} else {
+		bom, err = buildSBOM(o)
+	}
 	if err != nil {
 		return err
 	}

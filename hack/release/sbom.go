@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"debug/buildinfo"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -22,6 +23,10 @@ import (
 // sbomMediaType is the SBOM's media type, as an OCI referrer's artifactType and layer.
 const sbomMediaType = "application/vnd.cyclonedx+json"
 
+// errNoBuildInfo marks a file that is not a Go binary: an error among OS/ARCH=BINARY, skipped in
+// an image.
+var errNoBuildInfo = errors.New("no Go build information")
+
 // toolName names this command in the SBOM's metadata.tools.
 const toolName = "github.com/intutic/gate-operator/hack/release"
 
@@ -34,7 +39,25 @@ type sbomOptions struct {
 // binary is one executable of the image, for one platform.
 type binary struct {
 	platform string // os/arch[/variant], as in the image index
-	path     string
+	path     string // on this machine (OS/ARCH=BINARY), or in the image (inImage)
+	inImage  bool
+}
+
+// bomRef names b's component: platform/<file name> for a file on this machine (parseBinaries
+// refuses two of one name), platform/<path> for a file in the image, unique however deep it
+// lies. The two are the same for the image's top-level files.
+func (b binary) bomRef() string {
+	if b.inImage {
+		return b.platform + b.path
+	}
+	return b.platform + "/" + filepath.Base(b.path)
+}
+
+// application is one binary's application component and the library components of the modules
+// compiled into it.
+type application struct {
+	component cdx.Component
+	modules   []cdx.Component
 }
 
 // parseBinaries reads OS/ARCH=PATH arguments, sorted by platform and file name so that their
@@ -72,45 +95,55 @@ func parseEpoch(s string) (time.Time, error) {
 	return time.Unix(n, 0).UTC(), nil
 }
 
-// buildSBOM returns the image's CycloneDX JSON SBOM: an application component per binary and
-// platform, a library component per Go module compiled into any of them, and which binary
-// holds which modules. Everything is read from the binaries; nothing depends on the clock, the
-// input order or chance.
+// buildSBOM returns the SBOM of the binaries given on the command line, read one at a time.
 func buildSBOM(o sbomOptions) ([]byte, error) {
-	if o.name == "" || o.version == "" {
-		return nil, fmt.Errorf("%w: sbom needs -name and -version", errUsage)
-	}
 	if len(o.binaries) == 0 {
-		return nil, fmt.Errorf("%w: sbom needs at least one OS/ARCH=BINARY", errUsage)
+		return nil, fmt.Errorf("%w: sbom needs at least one OS/ARCH=BINARY, or -image or -layout", errUsage)
 	}
-	serial := sha256.New()
-	fmt.Fprintf(serial, "%s\x00%s\x00%d\x00", o.name, o.version, o.created.Unix())
-	libraries := map[string]cdx.Component{}
-	var apps []cdx.Component
-	var deps []cdx.Dependency
+	apps := make([]application, 0, len(o.binaries))
 	for _, b := range o.binaries {
-		app, mods, err := readBinary(b, o.version)
+		data, err := os.ReadFile(b.path)
 		if err != nil {
 			return nil, err
 		}
+		app, err := readBinary(b, data, o.version)
+		if err != nil {
+			return nil, err
+		}
+		apps = append(apps, app)
+	}
+	return writeSBOM(o, apps)
+}
+
+// writeSBOM returns the image's CycloneDX JSON SBOM: an application component per binary and
+// platform, a library component per Go module compiled into any of them, and which binary
+// holds which modules. Everything is read from the binaries, in apps' order; nothing depends
+// on the clock or chance.
+func writeSBOM(o sbomOptions, apps []application) ([]byte, error) {
+	serial := sha256.New()
+	fmt.Fprintf(serial, "%s\x00%s\x00%d\x00", o.name, o.version, o.created.Unix())
+	libraries := map[string]cdx.Component{}
+	components := make([]cdx.Component, 0, len(apps))
+	var deps []cdx.Dependency
+	for _, a := range apps {
+		app := a.component
 		fmt.Fprintf(serial, "%s\x00%s\x00", app.BOMRef, (*app.Hashes)[0].Value)
-		refs := make([]string, 0, len(mods))
-		for _, m := range mods {
+		refs := make([]string, 0, len(a.modules))
+		for _, m := range a.modules {
 			libraries[m.BOMRef] = m
 			refs = append(refs, m.BOMRef)
 		}
 		slices.Sort(refs)
-		apps = append(apps, app)
+		components = append(components, app)
 		deps = append(deps, cdx.Dependency{Ref: app.BOMRef, Dependencies: &refs})
 	}
 
-	appRefs := make([]string, 0, len(apps))
-	for _, a := range apps {
+	appRefs := make([]string, 0, len(components))
+	for _, a := range components {
 		appRefs = append(appRefs, a.BOMRef)
 	}
-	libs := make([]cdx.Component, 0, len(libraries))
 	for _, ref := range slices.Sorted(maps.Keys(libraries)) {
-		libs = append(libs, libraries[ref])
+		components = append(components, libraries[ref])
 	}
 
 	bom := cdx.NewBOM()
@@ -120,7 +153,6 @@ func buildSBOM(o sbomOptions) ([]byte, error) {
 		Tools:     &cdx.ToolsChoice{Components: tools()},
 		Component: &cdx.Component{BOMRef: o.name, Type: cdx.ComponentTypeContainer, Name: o.name, Version: o.version},
 	}
-	components := append(apps, libs...)
 	bom.Components = &components
 	deps = append([]cdx.Dependency{{Ref: o.name, Dependencies: &appRefs}}, deps...)
 	bom.Dependencies = &deps
@@ -132,17 +164,13 @@ func buildSBOM(o sbomOptions) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// readBinary returns b's application component and the library components of the modules
-// compiled into it. The binary's version is the release's: a -buildvcs=false build records
-// "(devel)".
-func readBinary(b binary, version string) (cdx.Component, []cdx.Component, error) {
-	data, err := os.ReadFile(b.path)
-	if err != nil {
-		return cdx.Component{}, nil, err
-	}
+// readBinary returns the application component of b, whose bytes are data, and the library
+// components of the modules compiled into it. The binary's version is the release's: a
+// -buildvcs=false build records "(devel)". A binary in the image also names its path there.
+func readBinary(b binary, data []byte, version string) (application, error) {
 	info, err := buildinfo.Read(bytes.NewReader(data))
 	if err != nil {
-		return cdx.Component{}, nil, fmt.Errorf("%s: reading Go build information: %w", b.path, err)
+		return application{}, fmt.Errorf("%s: %w: %w", b.path, errNoBuildInfo, err)
 	}
 	settings := map[string]string{}
 	for _, s := range info.Settings {
@@ -150,10 +178,10 @@ func readBinary(b binary, version string) (cdx.Component, []cdx.Component, error
 	}
 	goos, goarch := settings["GOOS"], settings["GOARCH"]
 	if built := goos + "/" + goarch; !strings.HasPrefix(b.platform+"/", built+"/") {
-		return cdx.Component{}, nil, fmt.Errorf("%s is built for %s, not %s", b.path, built, b.platform)
+		return application{}, fmt.Errorf("%s is built for %s, not %s", b.path, built, b.platform)
 	}
 	if info.Main.Path == "" {
-		return cdx.Component{}, nil, fmt.Errorf("%s: no main module in its build information", b.path)
+		return application{}, fmt.Errorf("%s: no main module in its build information", b.path)
 	}
 
 	pkg, inModule := strings.CutPrefix(info.Path, info.Main.Path+"/") // the main package within the module
@@ -169,8 +197,11 @@ func readBinary(b binary, version string) (cdx.Component, []cdx.Component, error
 	for _, s := range info.Settings {
 		props = append(props, cdx.Property{Name: "go.build." + s.Key, Value: s.Value})
 	}
+	if b.inImage {
+		props = append(props, cdx.Property{Name: "image.path", Value: b.path})
+	}
 	app := cdx.Component{
-		BOMRef:     b.platform + "/" + filepath.Base(b.path),
+		BOMRef:     b.bomRef(),
 		Type:       cdx.ComponentTypeApplication,
 		Name:       filepath.Base(b.path),
 		Version:    version,
@@ -196,7 +227,7 @@ func readBinary(b binary, version string) (cdx.Component, []cdx.Component, error
 		}
 		mods = append(mods, c)
 	}
-	return app, mods, nil
+	return application{component: app, modules: mods}, nil
 }
 
 // golangPURL is a Go module's package URL (github.com/package-url/purl-spec, type golang):

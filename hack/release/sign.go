@@ -121,13 +121,18 @@ func writeAttestation(d name.Digest, o signOptions, opts []ociremote.Option) err
 	return ociremote.WriteAttestations(d.Repository, se, opts...)
 }
 
-// registryOptions are cosign's registry options: credentials from the Docker config (as
-// the cosign CLI), HTTP when asked.
+// registryOptions are cosign's registry options: remoteOptions, HTTP when asked.
 func registryOptions(ctx context.Context, plainHTTP bool) []ociremote.Option {
 	return []ociremote.Option{
-		ociremote.WithRemoteOptions(remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithContext(ctx)),
+		ociremote.WithRemoteOptions(remoteOptions(ctx)...),
 		ociremote.WithNameOptions(nameOptions(plainHTTP)...),
 	}
+}
+
+// remoteOptions are go-containerregistry's: credentials from the Docker config, as the cosign
+// CLI reads them.
+func remoteOptions(ctx context.Context) []remote.Option {
+	return []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithContext(ctx)}
 }
 
 // nameOptions makes a registry plain HTTP; go-containerregistry already treats localhost,
