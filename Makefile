@@ -10,6 +10,11 @@ CONTROLLER_GEN := $(LOCALBIN)/controller-gen
 GOLANGCI_LINT  := $(LOCALBIN)/golangci-lint
 PROMTOOL       := $(LOCALBIN)/promtool
 PROMQL_REFS    := $(LOCALBIN)/promql-refs
+RELEASE        := $(LOCALBIN)/release
+# Tools of this repository in Go modules of their own, so the product's go.mod does not grow by
+# their libraries: `go test ./...` and `go vet ./...` at the root skip them, so the targets below
+# name them.
+HACK_MODULES   := hack/promql-refs hack/release
 ENVTEST_ASSETS := $(LOCALBIN)/k8s/$(K8S_VERSION)
 GO_TEST_FLAGS  ?= -race -count=1 -timeout 20m
 
@@ -47,6 +52,7 @@ NOCEL_PKGS := ./internal/gate/ ./internal/gate/toolname/ ./internal/strictjson/ 
 lint: tools ## Run golangci-lint (.golangci.yml) over every package, the conformance suite included, and over the nocel build.
 	$(GOLANGCI_LINT) run ./...
 	$(GOLANGCI_LINT) run --build-tags nocel --tests=false --disable unused,unparam $(NOCEL_PKGS)
+	@for m in $(HACK_MODULES); do echo "golangci-lint in $$m"; (cd $$m && $(GOLANGCI_LINT) run ./...) || exit 1; done
 
 .PHONY: verify
 verify: generate manifests chart-sync lint ## Fail when generated files are stale, code is not gofmt-ed, go vet complains, or the linters do.
@@ -55,6 +61,7 @@ verify: generate manifests chart-sync lint ## Fail when generated files are stal
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-ed (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
+	@for m in $(HACK_MODULES); do echo "go vet -C $$m ./..."; go vet -C $$m ./... || exit 1; done
 
 .PHONY: build
 build: ## Build every package and the binaries in cmd/ into bin/.
@@ -70,10 +77,16 @@ UNIT_PKGS  = $(shell go list ./... | grep -v -x -F "$$(go list $(E2E_PKGS))")
 .PHONY: test
 test: envtest-assets node-assets tools ## Run every test: `make unit` and `make e2e` in one go (builds the control plane, the node and the tools first if missing; the e2e test needs root).
 	go test $(GO_TEST_FLAGS) ./...
+	$(MAKE) hack-module-tests
 
 .PHONY: unit
 unit: envtest-assets tools ## Run every test that needs neither root nor the node: unit, fuzz seeds, envtest, install, CLI (builds the control plane and the tools first if missing).
 	go test $(GO_TEST_FLAGS) $(UNIT_PKGS)
+	$(MAKE) hack-module-tests
+
+.PHONY: hack-module-tests
+hack-module-tests: ## Run the tests of the tool modules under hack/ (HACK_MODULES), without the race detector: they are build and release tooling.
+	@for m in $(HACK_MODULES); do echo "go test -C $$m ./..."; go test -C $$m -count=1 -timeout 10m ./... || exit 1; done
 
 .PHONY: e2e
 e2e: envtest-assets node-assets tools ## Run the tests on the local node (needs root; builds the control plane, the node and the tools first if missing).
@@ -92,12 +105,13 @@ node-assets: ## Build the local node's components (kubelet, kube-proxy, kube-sch
 	K8S_VERSION=$(K8S_VERSION) hack/build-node.sh
 
 .PHONY: tools
-tools: ## Install the pinned tools (controller-gen, helm, golangci-lint, promtool) and build promql-refs (hack/promql-refs) into bin/; nothing is rebuilt that is already at its pinned version or newer than its sources.
+tools: ## Install the pinned tools (controller-gen, helm, golangci-lint, promtool) and build promql-refs and release (hack/promql-refs, hack/release) into bin/; nothing is rebuilt that is already at its pinned version or newer than its sources.
 	hack/install-tool.sh $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen $(CONTROLLER_GEN_VERSION)
-	hack/install-tool.sh $(LOCALBIN)/helm helm.sh/helm/v3/cmd/helm v3.22.0
+	hack/install-tool.sh $(LOCALBIN)/helm helm.sh/helm/v4/cmd/helm v4.3.2
 	hack/install-tool.sh $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint $(GOLANGCI_LINT_VERSION)
 	hack/install-tool.sh $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool $(PROMTOOL_VERSION)
 	hack/build-tool.sh $(PROMQL_REFS) hack/promql-refs
+	hack/build-tool.sh $(RELEASE) hack/release
 
 ##@ Demo
 
@@ -110,5 +124,5 @@ demo: tools ## Run gate-operator where users run it: a local cluster with a real
 IMAGE_ARCH ?= $(shell go env GOARCH)
 
 .PHONY: images
-images: ## Build the manager and confirmer images into bin/images/*.tar (docker-archive, tagged with the chart's appVersion) and print their digests; no container engine or registry.
+images: ## Build the manager and confirmer images for linux/amd64 and linux/arm64, an OCI image index each (tagged with the chart's appVersion) in the OCI image layout bin/images/oci, and print the index digests; also bin/images/*.tar (docker-archive, IMAGE_ARCH only). No container engine or registry.
 	go run ./hack/images -out $(LOCALBIN)/images -arch $(IMAGE_ARCH)

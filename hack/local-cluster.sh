@@ -3,13 +3,16 @@
 # hack/build-node.sh build: etcd and kube-apiserver on loopback, plus kube-controller-manager
 # with --controller-manager; with --node, a real node too (containerd, kubelet, kube-proxy,
 # kube-scheduler, kube-router, the CNI bridge; hack/lib/node.sh), the API server on the node's
-# bridge address, and gate-operator's images and the test images imported into containerd.
+# bridge address, gate-operator's images pushed to a local OCI registry that containerd pulls
+# them from (hack/registry), and the test images imported into containerd.
 #
 #   hack/local-cluster.sh start [--controller-manager | --node]   start it; prints the kubeconfig path
 #   hack/local-cluster.sh stop                                    stop it and remove its state
 #
 # State (data, certificates, logs, kubeconfig) lives in $LOCAL_CLUSTER_DIR (default
-# tmp/local-cluster). Ports: $ETCD_PORT (default 23790), $APISERVER_PORT (default 16443).
+# tmp/local-cluster). Ports: $ETCD_PORT (default 23790), $APISERVER_PORT (default 16443), and
+# with --node the registry's $REGISTRY_PORT (default 25000) and $REGISTRY_AUTH_PORT (default
+# REGISTRY_PORT + 1).
 # --node needs root; the first start builds the node's components (about 15 minutes on 2 cores).
 set -euo pipefail
 
@@ -73,8 +76,10 @@ start() {
   fi
   # What a previous run left (a crash, a kill -9) is removed first, mounts included.
   [[ -d "${DIR}" ]] && stop
-  for p in "${ETCD_PORT}" "$((ETCD_PORT + 10))" "${APISERVER_PORT}"; do
-    if port_in_use "${p}"; then say "port ${p} is in use; set ETCD_PORT / APISERVER_PORT"; exit 1; fi
+  local ports=("${ETCD_PORT}" "$((ETCD_PORT + 10))" "${APISERVER_PORT}")
+  ${with_node} && ports+=("${REGISTRY_PORT}" "${REGISTRY_AUTH_PORT}")
+  for p in "${ports[@]}"; do
+    if port_in_use "${p}"; then say "port ${p} is in use; set ETCD_PORT / APISERVER_PORT / REGISTRY_PORT / REGISTRY_AUTH_PORT"; exit 1; fi
   done
   mkdir -p "${DIR}/certs"
   say "state in ${DIR}"

@@ -223,6 +223,11 @@ func report(ctx context.Context, env *localenv.Env, sandbox string) error {
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 	section := func(title string) { fmt.Fprintf(w, "\n--- %s\n", title) }
 
+	section("installed from the local OCI registry (" + env.Registry() + "), images by digest")
+	if err := installSource(ctx, env, w); err != nil {
+		return err
+	}
+
 	section("pods")
 	pods, err := env.Kubectl(ctx, "", "get", "pods", "-A", "-o", "wide")
 	if err != nil {
@@ -382,6 +387,35 @@ func conditions(cs []metav1.Condition) string {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
+}
+
+// installSource prints where the chart and the images came from: the chart's OCI reference,
+// version and digest, each image index the node's start pushed, and the image each container of
+// the operator's and the demo namespace's pods runs from gate-operator's repositories, as the
+// kubelet reports it (the digest it pulled).
+func installSource(ctx context.Context, env *localenv.Env, w io.Writer) error {
+	fmt.Fprintf(w, "  chart\t%s --version %s (%s)\n", env.Chart.Ref, env.Chart.Version, env.Chart.Digest)
+	digests, err := env.ImageDigests()
+	if err != nil {
+		return err
+	}
+	for _, ref := range slices.Sorted(maps.Keys(digests)) {
+		fmt.Fprintf(w, "  pushed\t%s %s (linux/amd64 and linux/arm64)\n", ref, digests[ref])
+	}
+	for _, where := range []string{localenv.OperatorNamespace, ns} {
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, client.InNamespace(where)); err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			for _, st := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+				if strings.Contains(st.ImageID, "intutic/") {
+					fmt.Fprintf(w, "  %s/%s %s\t%s\n", p.Namespace, p.Name, st.Name, st.ImageID)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // postureReport prints the namespace's Report: its summary and each result. The manager writes it

@@ -27,6 +27,13 @@ EXT_ADDRS=(198.18.40.10 198.18.40.20 198.18.40.30 198.18.41.10 198.18.41.254)
 DNS_RECORDS=(api.anthropic.com=198.18.40.10 github.com=198.18.40.20 unlisted.example.org=198.18.40.30
   managed-agents.fakes.svc.cluster.local=198.18.16.11)
 NODE_PROCS=(containerd kubelet kube-proxy kube-router kube-scheduler)
+# The local OCI registry (hack/registry) on loopback: containerd names it the server of every
+# registry host, so the node pulls gate-operator's images from it by digest and nothing else.
+# REGISTRY_AUTH_PORT answers the same repositories only with the credentials node_registry
+# writes; containerd reaches it for images named registry.gate.test/... (the pull-secret case).
+REGISTRY_PORT="${REGISTRY_PORT:-25000}"
+REGISTRY_AUTH_PORT="${REGISTRY_AUTH_PORT:-$((REGISTRY_PORT + 1))}"
+REGISTRY_AUTH_HOST="registry.gate.test"
 
 node_dirs() {
   eval "$("${ROOT}/hack/build-node.sh" --print)"
@@ -100,6 +107,8 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
   snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "${PAUSE_IMAGE}"
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "${d}/containerd/certs.d"
 
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
@@ -115,6 +124,16 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
     bin_dirs = ["${CNI_DIR}"]
     conf_dir = "${d}/cni/conf"
 TOML
+  # Every registry host's server is the local registry (plain HTTP on loopback): a host with a
+  # server of its own is never tried, so no pull falls back to the real registry. _default
+  # covers every name without a directory of its own; ghcr.io is written out to say so.
+  local h
+  for h in _default ghcr.io; do
+    mkdir -p "${d}/containerd/certs.d/${h}"
+    printf 'server = "http://127.0.0.1:%s"\n' "${REGISTRY_PORT}" >"${d}/containerd/certs.d/${h}/hosts.toml"
+  done
+  mkdir -p "${d}/containerd/certs.d/${REGISTRY_AUTH_HOST}"
+  printf 'server = "http://127.0.0.1:%s"\n' "${REGISTRY_AUTH_PORT}" >"${d}/containerd/certs.d/${REGISTRY_AUTH_HOST}/hosts.toml"
   cat >"${d}/cni/conf/10-gate-local.conflist" <<JSON
 {
   "cniVersion": "1.0.0",
@@ -173,16 +192,58 @@ conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeou
 YAML
 }
 
+registry_up() { port_in_use "${REGISTRY_PORT}" && port_in_use "${REGISTRY_AUTH_PORT}"; }
+
+# node_registry starts the local registry on loopback, with fresh credentials for its
+# authenticated address (registry-credentials, "user:password", read by internal/localenv for
+# the pull secret).
+node_registry() {
+  local r="${NODE_DIR}/registry"
+  mkdir -p "${r}"
+  (umask 077 && printf 'gate:%s\n' "$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"${r}/credentials")
+  (cd "${ROOT}" && CGO_ENABLED=0 go build -o "${r}/registry" ./hack/registry)
+  say "starting the local registry on 127.0.0.1:${REGISTRY_PORT} (and 127.0.0.1:${REGISTRY_AUTH_PORT} with credentials, as ${REGISTRY_AUTH_HOST})"
+  start_bg registry "${r}/registry" serve -addr "127.0.0.1:${REGISTRY_PORT}" -auth-addr "127.0.0.1:${REGISTRY_AUTH_PORT}" \
+    -credentials "${r}/credentials" -blobs "${r}/blobs"
+  wait_for registry 30 registry_up || { tail -20 "${DIR}/registry.log" >&2; return 1; }
+}
+
+# node_images builds gate-operator's images (an OCI layout of two-platform indexes) and pushes
+# them to the local registry, where the node pulls them by digest; only the test images (pause,
+# testbed), which no registry serves, are imported into containerd.
 node_images() {
   say "building the images (make images, and the test images: pause and testbed)"
   # GATE_IMAGES_BIN: a directory of prebuilt manager, confirmer, gate-hook, gate-hook-cel, egress-wait, gate-agent and gate-client binaries to use.
-  (cd "${ROOT}" && go run ./hack/images ${GATE_IMAGES_BIN:+-bin "${GATE_IMAGES_BIN}"} -out "${ROOT}/bin/images" -test-images "${ROOT}/bin/images/test" -busybox "${ROOT}/bin/node/busybox" >"${NODE_DIR}/images.txt")
+  (cd "${ROOT}" && go run ./hack/images ${GATE_IMAGES_BIN:+-bin "${GATE_IMAGES_BIN}"} -out "${ROOT}/bin/images" -test-images "${ROOT}/bin/images/test" -busybox "${ROOT}/bin/node/busybox" >"${NODE_DIR}/images-built.txt")
+  "${NODE_DIR}/registry/registry" push -layout "${ROOT}/bin/images/oci" -registry "127.0.0.1:${REGISTRY_PORT}" >"${NODE_DIR}/images.txt"
   local tar
-  for tar in "${ROOT}"/bin/images/*.tar "${ROOT}"/bin/images/test/*.tar; do
+  for tar in "${ROOT}"/bin/images/test/*.tar; do
     ctr_ images import --local "${tar}" >/dev/null 2>"${NODE_DIR}/ctr-import.log" || { cat "${NODE_DIR}/ctr-import.log" >&2; return 1; }
   done
-  say "images imported into containerd:"
+  say "images pushed to the local registry (index digests):"
   sed 's/^/  /' "${NODE_DIR}/images.txt"
+  node_sign
+}
+
+# node_sign does what a release does after pushing (hack/release, cosign's libraries, offline):
+# a key pair of its own (release-key/, its password beside it), each pushed index's CycloneDX
+# SBOM from the Go build information of the binaries in it (sbom/<name>.cdx.json), a cosign
+# signature of the index and a signed attestation of the SBOM. internal/localenv verifies them.
+node_sign() {
+  local rel="${ROOT}/bin/release" key="${NODE_DIR}/release-key" ref digest repo image
+  (cd "${ROOT}" && hack/build-tool.sh "${rel}" hack/release)
+  mkdir -p "${key}" "${NODE_DIR}/sbom"
+  (umask 077 && head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"${key}/password")
+  COSIGN_PASSWORD="$(cat "${key}/password")" "${rel}" keygen -dir "${key}" >/dev/null
+  local epoch="${SOURCE_DATE_EPOCH:-$(git -C "${ROOT}" log -1 --format=%ct)}"
+  while read -r ref digest; do
+    repo="${ref%:*}"
+    image="127.0.0.1:${REGISTRY_PORT}/${repo#*/}@${digest}"
+    "${rel}" sbom -image "${image}" -name "${repo}" -version "${ref##*:}" -epoch "${epoch}" -o "${NODE_DIR}/sbom/${repo##*/}.cdx.json"
+    COSIGN_PASSWORD="$(cat "${key}/password")" "${rel}" sign -key "${key}/cosign.key" -sbom "${NODE_DIR}/sbom/${repo##*/}.cdx.json" \
+      -identity "${repo}" "${image}" >>"${NODE_DIR}/sign.log"
+  done <"${NODE_DIR}/images.txt"
+  say "signed each index and attested its SBOM (key ${key}/cosign.pub; sign.log)"
 }
 
 wait_for() { # WHAT SECONDS COMMAND...: polls COMMAND every 0.5 s
@@ -257,6 +318,7 @@ YAML
 
 node_start() {
   node_config
+  node_registry
   say "starting containerd"
   PATH="${CONTAINERD_DIR}:${PATH}" start_bg containerd "${CONTAINERD_DIR}/containerd" --config "${NODE_DIR}/containerd/config.toml"
   wait_for containerd 30 ctr_ version || { tail -20 "${DIR}/containerd.log" >&2; return 1; }
@@ -319,7 +381,7 @@ node_stop() {
     done
   fi
   local name
-  for name in kube-router kube-proxy kubelet ext-listener; do stop_pid "${name}"; done
+  for name in kube-router kube-proxy kubelet ext-listener registry; do stop_pid "${name}"; done
   ip netns del "${EXT_NETNS}" 2>/dev/null || true
   # Containers the kubelet did not get to: their shims run with our containerd's address.
   local shims=() p

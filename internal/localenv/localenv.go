@@ -56,7 +56,11 @@ type Env struct {
 	Client     client.Client
 	Out        io.Writer // progress lines
 
-	clusterEnv []string
+	// Chart is where the last InstallChart or UpgradeChart installed this tree's chart from.
+	Chart ChartSource
+
+	clusterEnv                 []string
+	registryPort, registryAuth int
 }
 
 // Step prints a progress line.
@@ -87,7 +91,14 @@ func Start(ctx context.Context, root string, out io.Writer) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.clusterEnv = []string{"LOCAL_CLUSTER_DIR=" + filepath.Join(dir, "cluster"), fmt.Sprintf("ETCD_PORT=%d", etcd), fmt.Sprintf("APISERVER_PORT=%d", api)}
+	if e.registryPort, err = freePort(); err != nil {
+		return nil, err
+	}
+	if e.registryAuth, err = freePort(); err != nil {
+		return nil, err
+	}
+	e.clusterEnv = []string{"LOCAL_CLUSTER_DIR=" + filepath.Join(dir, "cluster"), fmt.Sprintf("ETCD_PORT=%d", etcd), fmt.Sprintf("APISERVER_PORT=%d", api),
+		fmt.Sprintf("REGISTRY_PORT=%d", e.registryPort), fmt.Sprintf("REGISTRY_AUTH_PORT=%d", e.registryAuth)}
 	e.Step("starting the local cluster with a node (hack/local-cluster.sh start --node; builds what is missing)")
 	if err := e.run(ctx, "hack/local-cluster.sh", "start", "--node"); err != nil {
 		return nil, err
@@ -150,21 +161,38 @@ func (e *Env) Kubectl(ctx context.Context, stdin string, args ...string) (string
 
 // thisChart are the values the local cluster gives this tree's chart besides the ranges: the
 // OpenReports CRD, which no other release installs here, so the manager keeps posture Reports.
-var thisChart = []string{"--set", "reports.installCRD=true"}
+var thisChart = helmSet("reports.installCRD=true")
 
-// InstallChart installs charts/gate-operator as a user would, into OperatorNamespace, with the
-// local cluster's ranges as the only values (a user sets them for their own cluster) besides
-// extra helm arguments, and waits until the manager is Available.
+// InstallChart installs charts/gate-operator as a user would: pushed to the local registry as
+// an OCI artifact and installed from there (helm install oci://... --version), into
+// OperatorNamespace, its images by digest (the manager's through the pull secret), with the
+// local cluster's ranges as the only other values (a user sets them for their own cluster)
+// besides extra helm arguments; it waits until the manager is Available.
 func (e *Env) InstallChart(ctx context.Context, extra ...string) error {
-	e.Step("installing gate-operator with its Helm chart (helm install, the local images)")
-	return e.helmRelease(ctx, "install", filepath.Join(e.Root, "charts", "gate-operator"), slices.Concat(thisChart, extra)...)
+	return e.releaseThisChart(ctx, "install", extra)
 }
 
-// UpgradeChart upgrades the release to charts/gate-operator (helm upgrade, the local images)
-// with the same ranges and extra helm arguments, and waits until the manager is Available.
+// UpgradeChart upgrades the release to charts/gate-operator the same way, and waits until the
+// manager is Available.
 func (e *Env) UpgradeChart(ctx context.Context, extra ...string) error {
-	e.Step("upgrading gate-operator to this tree's Helm chart (helm upgrade, the local images)")
-	return e.helmRelease(ctx, "upgrade", filepath.Join(e.Root, "charts", "gate-operator"), slices.Concat(thisChart, extra)...)
+	return e.releaseThisChart(ctx, "upgrade", extra)
+}
+
+func (e *Env) releaseThisChart(ctx context.Context, verb string, extra []string) error {
+	src, err := e.pushChart(ctx)
+	if err != nil {
+		return err
+	}
+	values, err := e.registryValues()
+	if err != nil {
+		return err
+	}
+	if err := e.ensurePullSecret(ctx); err != nil {
+		return err
+	}
+	e.Chart = src
+	e.Step("helm %s gate-operator from %s --version %s (chart %s), images by digest from the local registry", verb, src.Ref, src.Version, src.Digest)
+	return e.helmRelease(ctx, verb, src.Ref, slices.Concat([]string{"--version", src.Version}, values, thisChart, extra)...)
 }
 
 // InstallChartFrom installs the release gate-operator from another tree's chart (a Release's)

@@ -36,13 +36,13 @@ func (r Release) Chart() string { return filepath.Join(r.Tree, "charts", "gate-o
 
 // Values are the helm arguments that make the release's chart run the release's images.
 func (r Release) Values() []string {
-	return []string{"--set", "image.tag=" + r.Tag, "--set", "confirmerImage.tag=" + r.Tag}
+	return helmSet("image.tag="+r.Tag, "confirmerImage.tag="+r.Tag)
 }
 
 // BuildRelease makes the release at commit available on the node: its source is written
 // under bin/releases/<commit> (git archive; the commit must be in this clone's history), its
 // images are built there once by its own hack/images, tagged <appVersion>-<commit[:7]> so that
-// they stand beside this tree's, and imported into the node's containerd on every call.
+// they stand beside this tree's, and pushed to the node's registry on every call.
 func (e *Env) BuildRelease(ctx context.Context, commit string) (Release, error) {
 	dir := filepath.Join(e.Root, "bin", "releases", commit)
 	r := Release{Commit: commit, Tree: filepath.Join(dir, "tree")}
@@ -61,8 +61,8 @@ func (e *Env) BuildRelease(ctx context.Context, commit string) (Release, error) 
 	}
 	r.Tag = strings.TrimSpace(string(tag))
 	for _, image := range []string{"gate-operator.tar", "gate-confirmer.tar"} {
-		if err := e.ImportImage(ctx, filepath.Join(images, image)); err != nil {
-			return r, err
+		if err := e.PushImage(ctx, filepath.Join(images, image)); err != nil {
+			return r, fmt.Errorf("pushing release %s's %s to the local registry: %w", commit[:7], image, err)
 		}
 	}
 	return r, nil

@@ -135,6 +135,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
+	t.Run("installed from the registry", func(t *testing.T) { testRegistryInstall(ctx, t, env) })
 	t.Run("gate-agent sidecar", func(t *testing.T) { testGateAgentInPod(ctx, t, env, sandbox) })
 	t.Run("decision trail", func(t *testing.T) { testDecisionTrail(ctx, t, env, sandbox, "sesn_e2e") })
 	t.Run("posture report", func(t *testing.T) { testPostureReport(ctx, t, env) })

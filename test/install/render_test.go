@@ -19,8 +19,8 @@ import (
 )
 
 const (
-	helmVersion = "v3.22.0"
-	helmPackage = "helm.sh/helm/v3/cmd/helm"
+	helmVersion = "v4.3.2"
+	helmPackage = "helm.sh/helm/v4/cmd/helm"
 )
 
 var (
