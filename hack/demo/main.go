@@ -402,6 +402,13 @@ func installSource(ctx context.Context, env *localenv.Env, w io.Writer) error {
 	for _, ref := range slices.Sorted(maps.Keys(digests)) {
 		fmt.Fprintf(w, "  pushed\t%s %s (linux/amd64 and linux/arm64)\n", ref, digests[ref])
 	}
+	verified, err := env.VerifyImages(ctx)
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, verified)
+	}
+	for line := range strings.Lines(verified) {
+		fmt.Fprintf(w, "  cosign\t%s", line)
+	}
 	for _, where := range []string{localenv.OperatorNamespace, ns} {
 		pods := &corev1.PodList{}
 		if err := env.Client.List(ctx, pods, client.InNamespace(where)); err != nil {
