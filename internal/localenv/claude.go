@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // ClaudeAgentImage is the agent image with the real Claude Code in it (hack/images -claude).
@@ -109,7 +110,21 @@ func (e *Env) ExampleManifest(example, image string) (string, error) {
 // ApplyPod applies a pod manifest in namespace, waits until the pod is Ready and returns its
 // name.
 func (e *Env) ApplyPod(ctx context.Context, namespace, manifest string) (string, error) {
-	out, err := e.Kubectl(ctx, manifest, "-n", namespace, "apply", "-f", "-", "-o", "name")
+	// A release whose readiness does not wait for its webhook server (the previous release's
+	// /readyz is a ping) is Available before the server listens: an apply the API server could
+	// not put to the webhook is tried again, as a user's or Argo CD's would be.
+	var out string
+	var applyErr error
+	err := Wait(ctx, 90*time.Second, func() (bool, error) {
+		out, applyErr = e.Kubectl(ctx, manifest, "-n", namespace, "apply", "-f", "-", "-o", "name")
+		if applyErr != nil && strings.Contains(applyErr.Error(), "failed calling webhook") {
+			return false, nil
+		}
+		return true, applyErr
+	})
+	if applyErr != nil {
+		return "", applyErr
+	}
 	if err != nil {
 		return "", err
 	}
