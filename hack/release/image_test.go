@@ -14,12 +14,10 @@ import (
 	"testing"
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	ggcrmutate "github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	ggcrtypes "github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -115,40 +113,9 @@ func tinyIndex(t *testing.T, onlyFirstLayer bool) v1.ImageIndex {
 				tarEntry{name: "bin/tiny", link: "/tiny"},
 			))
 		}
-		img := ggcrmutate.ConfigMediaType(ggcrmutate.MediaType(empty.Image, ggcrtypes.OCIManifestSchema1), ggcrtypes.OCIConfigJSON)
-		img, err := ggcrmutate.AppendLayers(img, layers...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cf, err := img.ConfigFile()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cf = cf.DeepCopy()
-		cf.OS, cf.Architecture = "linux", arch
-		if img, err = ggcrmutate.ConfigFile(img, cf); err != nil {
-			t.Fatal(err)
-		}
-		idx = ggcrmutate.AppendManifests(idx, ggcrmutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
+		idx = appendPlatform(t, idx, arch, layers...)
 	}
 	return ggcrmutate.IndexMediaType(idx, ggcrtypes.OCIImageIndex)
-}
-
-// pushTinyIndex pushes idx to repo:tag and returns it by digest.
-func pushTinyIndex(t *testing.T, repo, tag string, idx v1.ImageIndex) string {
-	t.Helper()
-	ref, err := name.NewTag(repo + ":" + tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.WriteIndex(ref, idx); err != nil {
-		t.Fatal(err)
-	}
-	h, err := idx.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ref.Context().Digest(h.String()).String()
 }
 
 // withoutImagePaths decodes an SBOM, checks whether each application names its path in the
@@ -182,7 +149,7 @@ func TestSBOMFromImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	repo := startRegistry(t) + "/intutic/gate-confirmer"
-	digest := pushTinyIndex(t, repo, "tiny", tinyIndex(t, false))
+	digest := pushIndexAs(t, repo, "tiny", tinyIndex(t, false)).String()
 	layoutDir := t.TempDir()
 	lp, err := layout.Write(layoutDir, empty.Index)
 	if err != nil {
@@ -233,7 +200,7 @@ func TestSBOMFromImage(t *testing.T) {
 		wantErr string
 	}{
 		{name: "by tag", args: []string{"-image", repo + ":tiny"}, wantErr: "by digest"},
-		{name: "one layer", args: []string{"-image", pushTinyIndex(t, repo, "one-layer", tinyIndex(t, true))}, wantErr: "/tiny is built for linux/arm64, not linux/amd64"},
+		{name: "one layer", args: []string{"-image", pushIndexAs(t, repo, "one-layer", tinyIndex(t, true)).String()}, wantErr: "/tiny is built for linux/arm64, not linux/amd64"},
 		{name: "unknown ref", args: []string{"-layout", layoutDir, "-ref", "ghcr.io/intutic/gate-confirmer:0"}, wantErr: `has no index named "ghcr.io/intutic/gate-confirmer:0"`},
 		{name: "-layout without -ref", args: []string{"-layout", layoutDir}, wantErr: "-layout and -ref together"},
 		{name: "an image and binaries", args: []string{"-image", digest, "linux/amd64=" + bins["amd64"]}, wantErr: "not both"},

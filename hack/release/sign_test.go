@@ -42,34 +42,46 @@ func pushIndex(t *testing.T, repo, seed string) name.Digest {
 	t.Helper()
 	idx := v1.ImageIndex(empty.Index)
 	for _, arch := range []string{"amd64", "arm64"} {
-		img := ggcrmutate.ConfigMediaType(ggcrmutate.MediaType(empty.Image, ggcrtypes.OCIManifestSchema1), ggcrtypes.OCIConfigJSON)
-		img, err := ggcrmutate.AppendLayers(img, ggcrstatic.NewLayer([]byte(seed+" "+arch), ggcrtypes.OCILayer))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cf, err := img.ConfigFile()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cf = cf.DeepCopy()
-		cf.OS, cf.Architecture = "linux", arch
-		if img, err = ggcrmutate.ConfigFile(img, cf); err != nil {
-			t.Fatal(err)
-		}
-		idx = ggcrmutate.AppendManifests(idx, ggcrmutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
+		idx = appendPlatform(t, idx, arch, ggcrstatic.NewLayer([]byte(seed+" "+arch), ggcrtypes.OCILayer))
 	}
-	tag, err := name.NewTag(repo + ":" + seed)
+	return pushIndexAs(t, repo, seed, idx)
+}
+
+// appendPlatform is idx with an OCI image of layers for linux/arch appended.
+func appendPlatform(t *testing.T, idx v1.ImageIndex, arch string, layers ...v1.Layer) v1.ImageIndex {
+	t.Helper()
+	img := ggcrmutate.ConfigMediaType(ggcrmutate.MediaType(empty.Image, ggcrtypes.OCIManifestSchema1), ggcrtypes.OCIConfigJSON)
+	img, err := ggcrmutate.AppendLayers(img, layers...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.WriteIndex(tag, idx); err != nil {
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", arch
+	if img, err = ggcrmutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	return ggcrmutate.AppendManifests(idx, ggcrmutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
+}
+
+// pushIndexAs pushes idx to repo:tag and returns it by digest.
+func pushIndexAs(t *testing.T, repo, tag string, idx v1.ImageIndex) name.Digest {
+	t.Helper()
+	ref, err := name.NewTag(repo + ":" + tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(ref, idx); err != nil {
 		t.Fatal(err)
 	}
 	h, err := idx.Digest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tag.Context().Digest(h.String())
+	return ref.Context().Digest(h.String())
 }
 
 // keyPair writes a cosign key pair into a new directory and returns its private and public
