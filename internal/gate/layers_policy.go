@@ -132,6 +132,7 @@ func (s *LayerSet) CompileFor(tool, server string) *LayeredPolicy {
 
 func (s *LayerSet) compile(compile func(*Snapshot) *Policy) *LayeredPolicy {
 	lp := &LayeredPolicy{layers: make([]compiledLayer, len(s.layers))}
+	recordings := make([]*InputRecording, 0, len(s.layers))
 	for i, l := range s.layers {
 		p := compile(l.snap)
 		if l.cluster {
@@ -148,8 +149,9 @@ func (s *LayerSet) compile(compile func(*Snapshot) *Policy) *LayeredPolicy {
 			cl.exceptions = append(cl.exceptions, ce)
 		}
 		lp.layers[i] = cl
-		lp.recordInput = mergeInputRecordings(lp.recordInput, l.snap.RecordInput)
+		recordings = append(recordings, l.snap.RecordInput)
 	}
+	lp.recordInput = mergeInputRecordings(recordings...)
 	return lp
 }
 

@@ -28,13 +28,16 @@ func (r *InputRecording) checkShape() error {
 	if len(r.Erase)+len(r.Hash) == 0 {
 		return fmt.Errorf("recordInput lists no mask")
 	}
-	for field, ptrs := range map[string][]string{"erase": r.Erase, "hash": r.Hash} {
-		if len(ptrs) > maxInputMasks {
-			return fmt.Errorf("recordInput.%s has %d pointers, more than %d", field, len(ptrs), maxInputMasks)
+	for _, list := range []struct {
+		field string
+		ptrs  []string
+	}{{"erase", r.Erase}, {"hash", r.Hash}} {
+		if len(list.ptrs) > maxInputMasks {
+			return fmt.Errorf("recordInput.%s has %d pointers, more than %d", list.field, len(list.ptrs), maxInputMasks)
 		}
-		for i, p := range ptrs {
+		for i, p := range list.ptrs {
 			if len(p) > 256 || !jsonPointer.MatchString(p) {
-				return fmt.Errorf("recordInput.%s[%d] %q is not a JSON pointer such as /content", field, i, p)
+				return fmt.Errorf("recordInput.%s[%d] %q is not a JSON pointer such as /content", list.field, i, p)
 			}
 		}
 	}
