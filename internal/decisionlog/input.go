@@ -78,9 +78,6 @@ func erase(doc *any, p string) bool {
 	if err != nil {
 		return false
 	}
-	if _, _, err := ptr.Get(*doc); err != nil {
-		return false
-	}
 	tokens := ptr.DecodedTokens()
 	last := tokens[len(tokens)-1]
 	parentPtr, err := jsonpointer.New(p[:strings.LastIndexByte(p, '/')])
@@ -93,6 +90,9 @@ func erase(doc *any, p string) bool {
 	}
 	switch parent := parent.(type) {
 	case map[string]any:
+		if _, ok := parent[last]; !ok {
+			return false
+		}
 		delete(parent, last) // the map is doc's own
 		return true
 	case []any:
