@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
@@ -138,22 +139,28 @@ func (e *Env) buildRelease(ctx context.Context, commit, dir string) error {
 // retag writes the one image of the docker-archive src to dst, tagged repository:tag with the
 // repository it had.
 func retag(src, dst, tag string) error {
-	m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(src) })
-	if err != nil {
-		return err
-	}
-	if len(m) != 1 || len(m[0].RepoTags) != 1 {
-		return fmt.Errorf("%s: want one image with one tag", src)
-	}
-	old, err := name.NewTag(m[0].RepoTags[0])
-	if err != nil {
-		return err
-	}
-	img, err := tarball.ImageFromPath(src, &old)
+	old, img, err := archiveImage(src)
 	if err != nil {
 		return err
 	}
 	return tarball.WriteToFile(dst, old.Context().Tag(tag), img)
+}
+
+// archiveImage is the one image of a docker-archive and the one tag it carries.
+func archiveImage(path string) (name.Tag, v1.Image, error) {
+	m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(path) })
+	if err != nil {
+		return name.Tag{}, nil, err
+	}
+	if len(m) != 1 || len(m[0].RepoTags) != 1 {
+		return name.Tag{}, nil, fmt.Errorf("%s: want one image with one tag", path)
+	}
+	tag, err := name.NewTag(m[0].RepoTags[0])
+	if err != nil {
+		return name.Tag{}, nil, err
+	}
+	img, err := tarball.ImageFromPath(path, &tag)
+	return tag, img, err
 }
 
 // output runs a command in dir and returns its standard output, trimmed.

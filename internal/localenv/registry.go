@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,9 +57,9 @@ func (e *Env) ImageDigests() (map[string]string, error) {
 	return out, nil
 }
 
-// digestOf is the index digest of the image repository (ManagerRepository or
+// ImageDigest is the index digest of the image repository (ManagerRepository or
 // ConfirmerRepository) the node's start pushed.
-func (e *Env) digestOf(repository string) (string, error) {
+func (e *Env) ImageDigest(repository string) (string, error) {
 	digests, err := e.ImageDigests()
 	if err != nil {
 		return "", err
@@ -114,11 +112,11 @@ func (e *Env) pushChart(ctx context.Context) (ChartSource, error) {
 // the manager from RegistryAuthHost with the pull secret, the confirmer (and the containers the
 // webhook injects) from ghcr.io, which needs none.
 func (e *Env) registryValues() ([]string, error) {
-	manager, err := e.digestOf(ManagerRepository)
+	manager, err := e.ImageDigest(ManagerRepository)
 	if err != nil {
 		return nil, err
 	}
-	confirmer, err := e.digestOf(ConfirmerRepository)
+	confirmer, err := e.ImageDigest(ConfirmerRepository)
 	if err != nil {
 		return nil, err
 	}
@@ -164,18 +162,7 @@ func (e *Env) ensurePullSecret(ctx context.Context) error {
 // own repository path and tag (the repository's host is dropped: every host's server is the
 // local registry), where the node pulls it.
 func (e *Env) PushImage(ctx context.Context, archive string) error {
-	m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(archive) })
-	if err != nil {
-		return err
-	}
-	if len(m) != 1 || len(m[0].RepoTags) != 1 {
-		return fmt.Errorf("%s: want one image with one tag", archive)
-	}
-	tag, err := name.NewTag(m[0].RepoTags[0])
-	if err != nil {
-		return err
-	}
-	img, err := tarball.ImageFromPath(archive, &tag)
+	tag, img, err := archiveImage(archive)
 	if err != nil {
 		return err
 	}
