@@ -173,6 +173,20 @@ type GateAgentSpec struct {
 	// resources are the sidecar's requests and limits, replacing the defaults whole.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// humanApproval sends the Ask verdicts of the pods' Claude Code calls to a human instead of Claude Code's own prompt, which a headless agent answers with a deny: the sidecar creates a ToolApproval through the named SessionConfirmer's gate API and answers the hook "defer", which ends a print-mode run with the call pending; resumed (claude -p --resume), the call runs only if the approval was approved and the rules in force still ask. Absent, an Ask is Claude Code's prompt as before.
+	// +optional
+	HumanApproval *GateAgentHumanApproval `json:"humanApproval,omitempty"`
+}
+
+// GateAgentHumanApproval names the SessionConfirmer that holds a policy's hook approvals.
+type GateAgentHumanApproval struct {
+	// confirmer is a SessionConfirmer in the policy's namespace whose spec.policyRef is this policy. Its gate API must admit the pods' ServiceAccount (spec.gateAPI.allowedServiceAccounts); the pods' egress policy gains its API port, and DNS, for the sidecar.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Confirmer string `json:"confirmer"`
 }
 
 // StaticToolApprovals is the static approval record for custom host-executed tools.

@@ -5,7 +5,7 @@ import (
 )
 
 // ApprovalSurface is the runtime lane a ToolApproval's call came from.
-// +kubebuilder:validation:Enum=ManagedAgents;Harness;Workflow
+// +kubebuilder:validation:Enum=ManagedAgents;Harness;Workflow;Hook
 type ApprovalSurface string
 
 const (
@@ -15,6 +15,9 @@ const (
 	SurfaceHarness ApprovalSurface = "Harness"
 	// SurfaceWorkflow is an @ai-sdk/workflow needsApproval call sent to POST /v1/workflow/needs-approval.
 	SurfaceWorkflow ApprovalSurface = "Workflow"
+	// SurfaceHook is a Claude Code PreToolUse hook call in a sandbox pod, held by its gate-agent
+	// sidecar (a "defer" answer) and sent to POST /v1/hook/approvals (docs/gate-agent.md).
+	SurfaceHook ApprovalSurface = "Hook"
 )
 
 // ToolApprovalState is where a ToolApproval stands. Every state but Pending is final.
@@ -70,6 +73,21 @@ type ToolApprovalInput struct {
 	// truncated is true when preview is shorter than the input.
 	// +optional
 	Truncated bool `json:"truncated,omitempty"`
+}
+
+// ToolApprovalPod is the pod a Hook call was made in, as its token's review named it.
+type ToolApprovalPod struct {
+	// name of the pod, in this namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// uid of the pod: a pod of the same name created later is another pod.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid"`
 }
 
 // ToolApprovalSpec says what a human is asked to decide. It is immutable.
@@ -131,6 +149,10 @@ type ToolApprovalSpec struct {
 	// input describes the call's input: its size and SHA-256, and a preview only when opted in.
 	// +required
 	Input ToolApprovalInput `json:"input"`
+
+	// pod is the sandbox pod whose gate-agent sidecar held the call (surface Hook): the pod its ServiceAccount token was bound to. Only that pod's sidecar reads the answer.
+	// +optional
+	Pod *ToolApprovalPod `json:"pod,omitempty"`
 
 	// expiresAt is the deadline: without an answer by then the call is denied, and a later answer is refused.
 	// +required

@@ -94,6 +94,17 @@ type Request struct {
 	Decision        gate.Decision
 	RawInput        []byte
 	ExpiresAt       time.Time
+	// Pod is the sandbox pod a Hook call was made in (its token's), nil on the other surfaces.
+	Pod *gatev1.ToolApprovalPod
+}
+
+// nameSession is the session Name hashes: a Hook call's is bound to its pod's UID as well, so
+// that no other pod's sidecar, and no later pod of the same name, finds its approval.
+func nameSession(session string, pod *gatev1.ToolApprovalPod) string {
+	if pod == nil {
+		return session
+	}
+	return "pod/" + pod.UID + "/" + session
 }
 
 // Name is the name of the ToolApproval of one call of a confirmer: a display slug of the tool
@@ -187,7 +198,7 @@ func (a *Store) Object(r Request) *gatev1.ToolApproval {
 	}
 	return &gatev1.ToolApproval{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: a.Name(r.Surface, r.Session, r.ToolUseID, r.Tool, r.RawInput), Namespace: a.Namespace,
+			Name: a.Name(r.Surface, nameSession(r.Session, r.Pod), r.ToolUseID, r.Tool, r.RawInput), Namespace: a.Namespace,
 			Labels: map[string]string{gatev1.LabelManagedBy: gatev1.ManagedByValue, gatev1.LabelConfirmer: a.Confirmer, gatev1.LabelPolicy: a.Policy},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: gatev1.GroupVersion.String(), Kind: "SessionConfirmer", Name: a.Confirmer, UID: a.ConfirmerUID,
@@ -196,7 +207,7 @@ func (a *Store) Object(r Request) *gatev1.ToolApproval {
 		Spec: gatev1.ToolApprovalSpec{
 			Surface: r.Surface, Policy: a.Policy, ClusterPolicy: clusterPolicy, SessionID: r.Session, AgentID: r.Agent, ToolUseID: r.ToolUseID, Tool: r.Tool,
 			Rule: r.Decision.Rule, Reason: reason, SnapshotDigest: r.Decision.SnapshotDigest, Input: in,
-			ExpiresAt: metav1.NewTime(r.ExpiresAt.UTC().Truncate(time.Second)),
+			ExpiresAt: metav1.NewTime(r.ExpiresAt.UTC().Truncate(time.Second)), Pod: r.Pod,
 		},
 	}
 }
@@ -283,8 +294,13 @@ func (a *Store) mismatch(got, want *gatev1.ToolApproval) []string {
 	add(g.Input.SHA256 != w.Input.SHA256, "spec.input.sha256")
 	add(g.Input.Preview != w.Input.Preview, "spec.input.preview")
 	add(g.Input.Truncated != w.Input.Truncated, "spec.input.truncated")
+	add(!equalPods(g.Pod, w.Pod), "spec.pod")
 	add(g.ExpiresAt.After(w.ExpiresAt.Time), "spec.expiresAt")
 	return bad
+}
+
+func equalPods(a, b *gatev1.ToolApprovalPod) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // owned reports whether ta's owner references are the one the confirmer writes.
@@ -334,7 +350,8 @@ func (a *Store) TrustedObject(ta *gatev1.ToolApproval) bool {
 	}
 	sp := ta.Spec
 	if !a.owned(ta) || sp.Policy != a.Policy || ta.Namespace != a.Namespace ||
-		ta.Name != Name(a.Confirmer, sp.Surface, sp.SessionID, sp.ToolUseID, sp.Tool, sp.Input.SHA256) {
+		ta.Name != Name(a.Confirmer, sp.Surface, nameSession(sp.SessionID, sp.Pod), sp.ToolUseID, sp.Tool, sp.Input.SHA256) ||
+		(sp.Pod != nil) != (sp.Surface == gatev1.SurfaceHook) {
 		return false
 	}
 	in := sp.Input

@@ -115,6 +115,12 @@ func (a *API) getApproval(w http.ResponseWriter, r *http.Request, _ string) {
 			" was not written by this confirmer for a call of its HTTP surfaces: it is not used, and its call must not run", "code": CodeApprovalNotTrusted})
 		return
 	}
+	writeJSONStatus(w, http.StatusOK, a.answerOf(r, ta))
+}
+
+// answerOf is what an approval of an HTTP surface answers now. Past its deadline a Pending
+// approval is reported Expired only once Expired is recorded (getApproval says why).
+func (a *API) answerOf(r *http.Request, ta *gatev1.ToolApproval) approvalResponse {
 	now := a.Approvals.Now()
 	state := approvals.EffectiveState(ta, now)
 	if !ta.Status.State.Final() && !now.Before(ta.Spec.ExpiresAt.Time) {
@@ -127,15 +133,15 @@ func (a *API) getApproval(w http.ResponseWriter, r *http.Request, _ string) {
 		case now.Before(ta.Spec.ExpiresAt.Add(approvals.ExpiryGrace)):
 			// Refused (the API server's clock, which measures the deadline, is behind) or failed:
 			// a human may still answer, so the caller reads Pending until Expired is recorded.
-			a.requestLog(r).Error(err, "recording Expired; the caller reads Pending until it is", "approval", name)
+			a.requestLog(r).Error(err, "recording Expired; the caller reads Pending until it is", "approval", ta.Name)
 			state = gatev1.ApprovalPending
 		default:
-			a.requestLog(r).Error(err, "recording Expired; the caller reads Expired without it", "approval", name)
+			a.requestLog(r).Error(err, "recording Expired; the caller reads Expired without it", "approval", ta.Name)
 		}
 	}
 	resp := approvalResponse{Name: ta.Name, State: state, ExpiresAt: ta.Spec.ExpiresAt.UTC()}
 	if d := ta.Status.Decision; d != nil && resp.State == ta.Status.State {
 		resp.Message, resp.User = d.Message, d.User
 	}
-	writeJSONStatus(w, http.StatusOK, resp)
+	return resp
 }

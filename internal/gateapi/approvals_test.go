@@ -43,8 +43,11 @@ func approvalAPIOf(t *testing.T, funcs interceptor.Funcs, withApprovals bool) (*
 	cl := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&gatev1.ToolApproval{}).WithInterceptorFuncs(funcs).Build()
 	api := &API{
 		Gate: gatetest.CodingAgents(t),
-		Auth: &Authenticator{Reviewer: fakeReviewer{tok: "system:serviceaccount:agents:orchestrator"}, Allowed: []string{"agents/orchestrator"}},
-		Log:  logr.Discard(),
+		Auth: &Authenticator{Reviewer: fakeReviewer{tok: "system:serviceaccount:agents:orchestrator",
+			podTok: "system:serviceaccount:agents:coding-agent@coding-agent-0/pod-uid-1", otherPodTok: "system:serviceaccount:agents:coding-agent@coding-agent-1/pod-uid-2",
+			foreignPodTok: "system:serviceaccount:other:coding-agent@coding-agent-0/pod-uid-3"},
+			Allowed: []string{"agents/orchestrator", "agents/coding-agent", "other/coding-agent"}},
+		Log: logr.Discard(),
 	}
 	if withApprovals {
 		api.Approvals = &approvals.Store{Client: cl, Reader: cl, Namespace: "agents", Confirmer: "agents", ConfirmerUID: "uid-1", Policy: "coding-agents",

@@ -110,11 +110,33 @@ func authStatus(err error) int {
 	}
 }
 
+// Caller is an authenticated caller: its ServiceAccount as namespace/name and, when its token
+// is bound to a pod (a projected token is), that pod as the TokenReview named it.
+type Caller struct {
+	ServiceAccount  string
+	PodName, PodUID string
+}
+
+// The TokenReview's user.extra keys of the pod a token is bound to.
+const (
+	extraPodName = "authentication.kubernetes.io/pod-name"
+	extraPodUID  = "authentication.kubernetes.io/pod-uid"
+)
+
+// reviewed is what a review of an authenticated token is cached as.
+type reviewed struct{ username, podName, podUID string }
+
 // Authenticate returns the caller's ServiceAccount as namespace/name.
 func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
+	c, err := a.AuthenticateCaller(r)
+	return c.ServiceAccount, err
+}
+
+// AuthenticateCaller returns the caller: its ServiceAccount and the pod its token is bound to.
+func (a *Authenticator) AuthenticateCaller(r *http.Request) (Caller, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
-		return "", errUnauthenticated
+		return Caller{}, errUnauthenticated
 	}
 	a.init.Do(func() {
 		var clk cache.Clock = clock.RealClock{}
@@ -126,10 +148,10 @@ func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
 	})
 	key := sha256.Sum256([]byte(token))
 	if user, ok := a.authenticated.Get(key); ok {
-		return a.admit(user.(string))
+		return a.admit(user.(reviewed))
 	}
 	if _, ok := a.rejected.Get(key); ok {
-		return "", errInvalidToken
+		return Caller{}, errInvalidToken
 	}
 	// The review outlives a caller that goes away, since others may be waiting on it.
 	rctx := context.WithoutCancel(r.Context())
@@ -137,20 +159,20 @@ func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
 	select {
 	case res := <-ch:
 		if res.Err != nil {
-			return "", res.Err
+			return Caller{}, res.Err
 		}
-		if user := res.Val.(string); user != "" {
+		if user := res.Val.(reviewed); user.username != "" {
 			return a.admit(user)
 		}
-		return "", errInvalidToken
+		return Caller{}, errInvalidToken
 	case <-r.Context().Done():
-		return "", fmt.Errorf("waiting for the token review: %w", r.Context().Err())
+		return Caller{}, fmt.Errorf("waiting for the token review: %w", r.Context().Err())
 	}
 }
 
-// review makes one TokenReview and caches its outcome: the username, or "" when the token
-// did not authenticate.
-func (a *Authenticator) review(ctx context.Context, key [32]byte, token string) (string, error) {
+// review makes one TokenReview and caches its outcome: the user, or none when the token did
+// not authenticate.
+func (a *Authenticator) review(ctx context.Context, key [32]byte, token string) (reviewed, error) {
 	ctx, cancel := context.WithTimeout(ctx, orDefault(a.ReviewTimeout, DefaultReviewTimeout))
 	defer cancel()
 	audience := a.Audience
@@ -159,31 +181,45 @@ func (a *Authenticator) review(ctx context.Context, key [32]byte, token string) 
 	}
 	res, err := a.Reviewer.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}, metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("reviewing the token: %w", err)
+		return reviewed{}, fmt.Errorf("reviewing the token: %w", err)
 	}
 	// An authenticated review whose status names no audience means the token is valid for the
 	// API server's audience (a reviewer that ignored spec.audiences answers the same way): it
 	// is refused like one that names another.
 	if !res.Status.Authenticated || res.Status.User.Username == "" || !slices.Contains(res.Status.Audiences, audience) {
 		a.rejected.Add(key, struct{}{}, orDefault(a.NegativeCacheTTL, DefaultAuthNegativeCacheTTL))
-		return "", nil
+		return reviewed{}, nil
 	}
-	a.authenticated.Add(key, res.Status.User.Username, orDefault(a.CacheTTL, DefaultAuthCacheTTL))
-	return res.Status.User.Username, nil
+	u := res.Status.User
+	user := reviewed{username: u.Username, podName: single(u.Extra[extraPodName]), podUID: single(u.Extra[extraPodUID])}
+	a.authenticated.Add(key, user, orDefault(a.CacheTTL, DefaultAuthCacheTTL))
+	return user, nil
 }
 
-// admit maps an authenticated username to namespace/name if it is an allowed ServiceAccount.
-func (a *Authenticator) admit(username string) (string, error) {
-	rest, ok := strings.CutPrefix(username, "system:serviceaccount:")
+// single is the one value of a user.extra key, or "" when it has none or several.
+func single(v authenticationv1.ExtraValue) string {
+	if len(v) != 1 {
+		return ""
+	}
+	return v[0]
+}
+
+// admit maps an authenticated user to its caller if it is an allowed ServiceAccount.
+func (a *Authenticator) admit(user reviewed) (Caller, error) {
+	rest, ok := strings.CutPrefix(user.username, "system:serviceaccount:")
 	if !ok {
-		return "", fmt.Errorf("%w: %s is not a ServiceAccount", errForbidden, username)
+		return Caller{}, fmt.Errorf("%w: %s is not a ServiceAccount", errForbidden, user.username)
 	}
 	ns, name, _ := strings.Cut(rest, ":")
 	sa := ns + "/" + name
 	if !a.allowed(ns, name) {
-		return "", fmt.Errorf("%w: ServiceAccount %s may not call the gate API", errForbidden, sa)
+		return Caller{}, fmt.Errorf("%w: ServiceAccount %s may not call the gate API", errForbidden, sa)
 	}
-	return sa, nil
+	c := Caller{ServiceAccount: sa}
+	if user.podName != "" && user.podUID != "" {
+		c.PodName, c.PodUID = user.podName, user.podUID
+	}
+	return c, nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {

@@ -260,6 +260,18 @@ func TestOpenAPIContract(t *testing.T) {
 	valid(lane, "POST", "/v1/workflow/needs-approval", tok, workflowBody, 409, optIn...)
 	valid(lane, "POST", "/v1/harness/approvals", tok, harnessBody, 409, optIn...)
 
+	// POST /v1/hook/approvals: the opt-in header is required, so it is sent with every token.
+	invalid(lane, "POST", "/v1/hook/approvals", "", heldCall, 401, optIn...)
+	valid(lane, "POST", "/v1/hook/approvals", "nonsense", heldCall, 401, optIn...)
+	valid(lane, "POST", "/v1/hook/approvals", "broken", heldCall, 503, optIn...)
+	hookName, _ := decode(t, valid(lane, "POST", "/v1/hook/approvals", podTok, heldCall, 200, optIn...))["name"].(string)
+	valid(lane, "POST", "/v1/hook/approvals", tok, heldCall, 403, optIn...)
+	valid(lane, "POST", "/v1/hook/approvals", podTok, hookBody("agents/other", "ls"), 409, optIn...)
+	valid(down, "POST", "/v1/hook/approvals", podTok, heldCall, 503, optIn...)
+	invalid(lane, "POST", "/v1/hook/approvals", podTok, heldCall, 400)
+	invalid(lane, "POST", "/v1/hook/approvals", podTok, strings.Replace(heldCall, `"verdict":"Ask"`, `"verdict":"Allow"`, 1), 400, optIn...)
+	valid(lane, "GET", "/v1/approvals/"+hookName, tok, "", 200)
+
 	// GET /v1/harness/settings.
 	valid(f.srv, "GET", "/v1/harness/settings", tok, "", 200)
 	if err := os.Remove(filepath.Join(f.bundleDir, bootstrap.KeyHarnessNetworkPolicy)); err != nil {

@@ -2,6 +2,7 @@ package gateapi
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -103,6 +104,7 @@ func (a *API) routes() []route {
 		{"POST /v1/workflow/needs-approval", a.authed(a.needsApproval)},
 		{"GET /v1/harness/settings", a.authed(a.harnessSettings)},
 		{"GET /v1/approvals/{name}", a.authed(a.getApproval)},
+		{"POST /v1/hook/approvals", a.authed(a.hookApproval)},
 		{"POST /v1/webhooks/anthropic", func(w http.ResponseWriter, r *http.Request) { a.webhook(w, r, slots) }},
 	}
 }
@@ -145,11 +147,20 @@ func (a *API) requestLog(r *http.Request) logr.Logger {
 	return log.WithValues("method", r.Method, "path", r.URL.Path, "remoteAddr", r.RemoteAddr)
 }
 
+// callerKey is the request context's key of the authenticated Caller.
+type callerKey struct{}
+
+// callerOf is the request's authenticated caller; none without authentication.
+func callerOf(r *http.Request) (Caller, bool) {
+	c, ok := r.Context().Value(callerKey{}).(Caller)
+	return c, ok
+}
+
 func (a *API) authed(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		caller := "insecure-no-auth"
 		if a.Auth != nil {
-			sa, err := a.Auth.Authenticate(r)
+			c, err := a.Auth.AuthenticateCaller(r)
 			if err != nil {
 				status, msg := authStatus(err), err.Error()
 				if status == http.StatusServiceUnavailable {
@@ -161,7 +172,8 @@ func (a *API) authed(h func(http.ResponseWriter, *http.Request, string)) http.Ha
 				writeError(w, status, msg)
 				return
 			}
-			caller = sa
+			caller = c.ServiceAccount
+			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
 		h(w, r, caller)

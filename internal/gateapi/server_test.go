@@ -37,7 +37,12 @@ func (f fakeReviewer) Create(_ context.Context, tr *authenticationv1.TokenReview
 	}
 	out := tr.DeepCopy()
 	if user, ok := f[tr.Spec.Token]; ok {
+		// A user "<username>@<pod>/<uid>" is a token bound to that pod, as a projected token is.
+		user, pod, bound := strings.Cut(user, "@")
 		out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: tr.Spec.Audiences, User: authenticationv1.UserInfo{Username: user}}
+		if name, uid, _ := strings.Cut(pod, "/"); bound {
+			out.Status.User.Extra = map[string]authenticationv1.ExtraValue{extraPodName: {name}, extraPodUID: {uid}}
+		}
 	}
 	return out, nil
 }

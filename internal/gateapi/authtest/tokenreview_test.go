@@ -94,3 +94,49 @@ func TestTokenReviewAuthentication(t *testing.T) {
 		})
 	}
 }
+
+// TestPodBoundTokenNamesItsPod: a token bound to a pod (as kubelet projects one) is reviewed
+// with the pod's name and UID, which the hook's human lane binds an approval to; an unbound
+// token of the same ServiceAccount names no pod.
+func TestPodBoundTokenNamesItsPod(t *testing.T) {
+	cfg := apiservertest.Start(t, false)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx := testutil.Context(t, time.Minute)
+	const ns, sa, audience = "agents", "coding-agent", "gate.intutic.io/confirmer/agents/coding-agents"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coding-agent-0"},
+		Spec: corev1.PodSpec{ServiceAccountName: sa, Containers: []corev1.Container{{Name: "agent", Image: "agent"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func(bound *authenticationv1.BoundObjectReference) string {
+		t.Helper()
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+			Audiences: []string{audience}, ExpirationSeconds: ptr.To[int64](600), BoundObjectRef: bound}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	auth := &gateapi.Authenticator{Reviewer: cs.AuthenticationV1().TokenReviews(), Allowed: []string{ns + "/" + sa}, Audience: audience}
+	for name, tc := range map[string]struct {
+		token string
+		want  gateapi.Caller
+	}{
+		"bound to the pod": {token(&authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}),
+			gateapi.Caller{ServiceAccount: ns + "/" + sa, PodName: pod.Name, PodUID: string(pod.UID)}},
+		"bound to nothing": {token(nil), gateapi.Caller{ServiceAccount: ns + "/" + sa}},
+	} {
+		req, _ := http.NewRequest("POST", "http://confirmer/v1/hook/approvals", nil)
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		got, err := auth.AuthenticateCaller(req)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %+v, %v; want %+v", name, got, err, tc.want)
+		}
+	}
+}
