@@ -38,6 +38,8 @@ type options struct {
 	bundleDir, socket, fallbackSpool, healthAddr, metricsAddr string
 	recordAllowRate                                           float64
 	recordAllowBurst                                          int
+	// confirmerURL and confirmerToken are the human lane's (both or neither).
+	confirmerURL, confirmerToken string
 }
 
 func main() {
@@ -51,7 +53,13 @@ func main() {
 	flags.StringVar(&o.metricsAddr, "metrics-bind-address", ":18081", "address of /metrics; empty for none")
 	flags.Float64Var(&o.recordAllowRate, "record-allow-rate", decisionlog.DefaultAllowRate, "Allow decision records written per second at most; past it they are dropped and counted, every other record is kept")
 	flags.IntVar(&o.recordAllowBurst, "record-allow-burst", decisionlog.DefaultAllowBurst, "Allow decision records written in a burst above --record-allow-rate")
+	flags.StringVar(&o.confirmerURL, "confirmer-url", "", "the gate API of the SessionConfirmer that holds this pod's Ask verdicts for a human (the policy's spec.gateAgent.humanApproval); empty for no human lane")
+	flags.StringVar(&o.confirmerToken, "confirmer-token", "", "the projected ServiceAccount token with that confirmer's audience, mounted into this container only")
 	if err := flags.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	if (o.confirmerURL == "") != (o.confirmerToken == "") {
+		fmt.Fprintln(os.Stderr, "gate-agent: --confirmer-url and --confirmer-token go together")
 		os.Exit(2)
 	}
 	if err := run(o, log); err != nil {
@@ -72,7 +80,11 @@ func run(o options, log logr.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The spool's offset is kept beside the socket: that directory is this container's alone
 	// and outlives it, so a restarted sidecar does not report the same fallbacks again.
-	srv, err := gateagent.New(gateagent.Options{BundleDir: o.bundleDir, FallbackSpool: o.fallbackSpool,
+	var lane *gateagent.HumanLane
+	if o.confirmerURL != "" {
+		lane = &gateagent.HumanLane{URL: o.confirmerURL, TokenFile: o.confirmerToken}
+	}
+	srv, err := gateagent.New(gateagent.Options{BundleDir: o.bundleDir, FallbackSpool: o.fallbackSpool, HumanLane: lane,
 		SpoolState: filepath.Join(filepath.Dir(o.socket), "fallback.offset"), Records: os.Stdout, Log: log, Registerer: reg,
 		RecordOptions: decisionlog.WriterOptions{AllowRate: o.recordAllowRate, AllowBurst: o.recordAllowBurst}})
 	if err != nil {
@@ -110,7 +122,8 @@ func run(o options, log logr.Logger) error {
 		}()
 	}
 
-	log.Info("gate-agent serving", "bundleDir", o.bundleDir, "socket", o.socket, "fallbackSpool", o.fallbackSpool, "health", o.healthAddr, "metrics", o.metricsAddr)
+	log.Info("gate-agent serving", "bundleDir", o.bundleDir, "socket", o.socket, "fallbackSpool", o.fallbackSpool, "health", o.healthAddr, "metrics", o.metricsAddr,
+		"humanLane", o.confirmerURL)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)

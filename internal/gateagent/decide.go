@@ -8,6 +8,7 @@ import (
 	"github.com/intutic/gate-operator/internal/agentproto"
 	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
+	"github.com/intutic/gate-operator/internal/runtime/claudecode"
 	"github.com/intutic/gate-operator/internal/runtime/runtimes"
 )
 
@@ -50,11 +51,26 @@ func (s *Server) answer(req *agentproto.Request) (agentproto.Response, decisionl
 		return lp.decider.Decide(call)
 	}()
 
-	stdout, stderr, exit := rt.Answer(d, req.Token, req.Flags.ExplicitAllow)
+	// An Ask of a Claude Code call goes to a human where the pod's policy opted in: the call is
+	// held ("defer") until the approval is answered, and the resumed session is answered from it.
+	var hold held
+	if d.Verdict == gate.Ask && s.opts.HumanLane != nil && rt.Name == claudecode.Name && lp != nil && lp.failure == nil {
+		hold = s.holdForHuman(req.Input, podPolicy(lp, d), d)
+		d = hold.d
+		s.metrics.humanLane.WithLabelValues(hold.outcome).Inc()
+	}
+	// A human's approval is an allow spelled out: the call runs without Claude Code's prompt.
+	stdout, stderr, exit := rt.Answer(d, req.Token, req.Flags.ExplicitAllow || (hold.approval != nil && d.Verdict == gate.Allow))
+	if hold.deferred {
+		stdout, stderr, exit = claudecode.DeferResponse(d.Reason), nil, 0
+		if req.Token != "" {
+			stdout = append(claudecode.AnswerLine(req.Token), stdout...)
+		}
+	}
 	resp := agentproto.Response{Nonce: req.Nonce, Version: version, Exit: exit, Stdout: stdout, Stderr: stderr}
 	rec := decisionlog.FromDecision(d, call, req.Input)
 	rec.Surface, rec.ReportedBy = decisionlog.SurfaceHookSidecar, decisionlog.ReportedByGateAgent
-	rec.Runtime, rec.Nonce, rec.VolumeVersion = req.Runtime, req.Nonce, version
+	rec.Runtime, rec.Nonce, rec.VolumeVersion, rec.Approval = req.Runtime, req.Nonce, version, hold.approval
 	if lp != nil {
 		resp.Digest = lp.digest
 		rec.Pod, rec.Namespace, rec.Policy = lp.caller.Pod, lp.namespace, lp.policy

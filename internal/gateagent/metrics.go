@@ -16,6 +16,7 @@ type metrics struct {
 	connections   *prometheus.CounterVec
 	open          prometheus.Gauge
 	acceptWaits   prometheus.Counter
+	humanLane     *prometheus.CounterVec
 }
 
 // Connection results (gate_agent_connections_total).
@@ -59,7 +60,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		acceptWaits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gate_agent_accept_waits_total", Help: "Times the sidecar stopped accepting because its bound of open connections was reached; further connections waited in the socket's backlog.",
 		}),
+		humanLane: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_agent_human_lane_total", Help: "Ask verdicts sent to the human lane, by outcome: Deferred (held, its approval pending), Allowed (approved), Denied (denied or expired), refused (the confirmer refused to hold it: denied), unavailable (the confirmer could not be asked: the Ask stands).",
+		}, []string{"outcome"}),
 	}
-	reg.MustRegister(m.decisions, m.latency, m.reloads, m.inForce, m.fallbacks, m.spoolRejected, m.connections, m.open, m.acceptWaits)
+	reg.MustRegister(m.decisions, m.latency, m.reloads, m.inForce, m.fallbacks, m.spoolRejected, m.connections, m.open, m.acceptWaits, m.humanLane)
 	return m
 }

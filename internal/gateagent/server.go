@@ -67,6 +67,11 @@ type Options struct {
 	// Registerer registers the metrics; nil registers them nowhere.
 	Registerer prometheus.Registerer
 
+	// HumanLane, when set, holds the Ask verdicts of Claude Code calls for a human through the
+	// pod's SessionConfirmer (the policy's spec.gateAgent.humanApproval); nil leaves an Ask to
+	// Claude Code's own prompt.
+	HumanLane *HumanLane
+
 	MaxConnections int
 	RequestTimeout time.Duration
 	WriteTimeout   time.Duration

@@ -127,6 +127,22 @@ func HookResponse(d gate.Decision, explicitAllow bool) (stdout []byte, stderr st
 	return append(b, '\n'), stderr, exit
 }
 
+// DeferResponse holds a call for a human (permissionDecision "defer", specs/harness-workflow-wire.md
+// §6): in print mode Claude Code ends the run with stop_reason "tool_deferred" and the call
+// pending, and runs the hook again for it when the session is resumed. It exits 0: the answer
+// is the JSON. Elsewhere (an interactive session, a step with several tool calls) Claude Code
+// ignores defer with a warning and asks through its own permission flow; the call never runs
+// on it.
+func DeferResponse(reason string) []byte {
+	out := HookOutput{HookSpecificOutput: HookSpecificOutput{HookEventName: "PreToolUse", PermissionDecision: "defer", PermissionDecisionReason: reason}}
+	b, err := json.Marshal(out)
+	if err != nil {
+		// Marshalling fixed string fields cannot fail; were it to, an ask holds the call too.
+		return []byte(`{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"ask"}}` + "\n")
+	}
+	return append(b, '\n')
+}
+
 // AnswerPrefix starts the line a decided answer begins with when the registered command hands
 // the hook a per-call token (gate-hook --answer-token): "gate-answer <token>", then the answer.
 // The registered command lets exit 0 through only after that line, so an exit 0 of anything
