@@ -34,7 +34,7 @@ import (
 
 // Where the confirmer finds its files; the Secrets are mounted, never put in the environment.
 const (
-	confirmerPort = 8080
+	confirmerPort = confirmerconfig.ServicePort
 	// confirmerMetricsPort serves /metrics, apart from the gate API: the Service does not
 	// carry it, and a NetworkPolicy can keep it from the gate API's callers.
 	confirmerMetricsPort = 8081

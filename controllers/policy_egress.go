@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/confirmerconfig"
 	"github.com/intutic/gate-operator/internal/egress"
 )
 
@@ -52,6 +53,7 @@ func (r *HarnessAgentPolicyReconciler) computeEgress(p *gatev1.HarnessAgentPolic
 		denyAll := p.Spec.DeepCopy()
 		denyAll.Egress = gatev1.EgressSpec{}
 		want.egress = egress.RenderEgress(denyAll, nil, r.DNS, r.Canary, nil, nil)
+		withHumanLane(p, &want.egress)
 		return
 	}
 	want.resolution = o.resolution
@@ -60,6 +62,17 @@ func (r *HarnessAgentPolicyReconciler) computeEgress(p *gatev1.HarnessAgentPolic
 		hosts = want.resolution.Hosts
 	}
 	want.egress = egress.RenderEgress(&p.Spec, hosts, r.DNS, r.Canary, r.ClusterCIDRs, o.ceilings)
+	withHumanLane(p, &want.egress)
+}
+
+// withHumanLane adds to e the egress of the policy's human lane (spec.gateAgent.humanApproval):
+// its SessionConfirmer's pods on the gate API port, whatever the policy's egress says, as the
+// canary's rule is added: gate-agent, not the agent, needs it. Deny-all stays deny-all.
+func withHumanLane(p *gatev1.HarnessAgentPolicy, e *egress.Egress) {
+	if p.Spec.GateAgent == nil || p.Spec.GateAgent.HumanApproval == nil {
+		return
+	}
+	e.Spec.WithEgress(egress.HumanLaneRule(p.Spec.GateAgent.HumanApproval.Confirmer, confirmerconfig.ServicePort))
 }
 
 // policyHosts is the resolution state of one policy's allowed hosts (or one cluster policy's

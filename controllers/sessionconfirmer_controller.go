@@ -18,6 +18,7 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/confirmerconfig"
 )
 
 // +kubebuilder:rbac:groups=gate.intutic.io,resources=sessionconfirmers,verbs=list;watch
@@ -175,7 +176,7 @@ func (r *SessionConfirmerReconciler) gatherConfirmer(ctx context.Context, sc *ga
 	return o, nil
 }
 
-func confirmerName(sc *gatev1.SessionConfirmer) string { return sc.Name + "-confirmer" }
+func confirmerName(sc *gatev1.SessionConfirmer) string { return confirmerconfig.ServiceName(sc.Name) }
 
 // SetupWithManager registers the controller: it owns the confirmer's children and follows
 // the referenced policies and their bootstrap ConfigMaps.

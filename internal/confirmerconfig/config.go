@@ -90,6 +90,13 @@ func TokenAudience(namespace, name string) string {
 	return DefaultTokenAudience + "/" + namespace + "/" + name
 }
 
+// ServiceName is the Service of the SessionConfirmer name (and its Deployment's name): its gate
+// API listens on ServicePort.
+func ServiceName(name string) string { return name + "-confirmer" }
+
+// ServicePort is the port of a confirmer's gate API, on its pods and its Service.
+const ServicePort = 8080
+
 // field is one flag: its name, its help, and a pointer into a Config (*string, *bool, *int,
 // *time.Duration or *[]string, the last written comma-separated).
 type field struct {

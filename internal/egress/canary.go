@@ -53,12 +53,38 @@ func (c Canary) IsRule(r networkingv1.NetworkPolicyEgressRule) bool {
 }
 
 // ModeOf is the egress mode of a policy's rules as stored: deny-all when every rule is the
-// canary rule of c.
+// canary rule of c or a human lane's (HumanLaneRule).
 func ModeOf(rules []networkingv1.NetworkPolicyEgressRule, c Canary) gatev1.EgressMode {
 	for _, r := range rules {
-		if !c.IsRule(r) {
+		if !c.IsRule(r) && !isHumanLaneRule(r) {
 			return gatev1.EgressModeAllowList
 		}
 	}
 	return gatev1.EgressModeDenyAll
+}
+
+// confirmerAppName is the app.kubernetes.io/name of every SessionConfirmer's pods.
+const confirmerAppName = "gate-confirmer"
+
+// HumanLaneRule is the egress a policy's pods get for the human lane of their gate-agent
+// (spec.gateAgent.humanApproval): the named SessionConfirmer's pods, in the policy's namespace,
+// on its gate API port. The NetworkPolicy applies to the whole pod, so the agent can reach that
+// port too; the confirmer serves it nothing without the token only gate-agent mounts.
+func HumanLaneRule(confirmer string, apiPort int32) *networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration {
+	return networkingv1ac.NetworkPolicyEgressRule().
+		WithTo(networkingv1ac.NetworkPolicyPeer().
+			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{gatev1.LabelConfirmer: confirmer, "app.kubernetes.io/name": confirmerAppName}))).
+		WithPorts(port(corev1.ProtocolTCP, apiPort))
+}
+
+// isHumanLaneRule reports whether r is a HumanLaneRule: one peer, a confirmer's pods of the
+// policy's namespace, and one TCP port.
+func isHumanLaneRule(r networkingv1.NetworkPolicyEgressRule) bool {
+	if len(r.To) != 1 || len(r.Ports) != 1 {
+		return false
+	}
+	peer := r.To[0]
+	return peer.IPBlock == nil && peer.NamespaceSelector == nil && peer.PodSelector != nil && len(peer.PodSelector.MatchExpressions) == 0 &&
+		len(peer.PodSelector.MatchLabels) == 2 && peer.PodSelector.MatchLabels["app.kubernetes.io/name"] == confirmerAppName &&
+		peer.PodSelector.MatchLabels[gatev1.LabelConfirmer] != ""
 }

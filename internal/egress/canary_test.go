@@ -104,3 +104,31 @@ func TestNoCanaryRendersNoRule(t *testing.T) {
 		t.Fatalf("without a canary, deny-all renders %+v", spec.Egress)
 	}
 }
+
+// TestHumanLaneRule: the human lane's rule names one confirmer's pods in the policy's namespace
+// on one TCP port; a deny-all policy with it is still deny-all, and a rule reaching more (any
+// pod of the namespace, another namespace) is not taken for it.
+func TestHumanLaneRule(t *testing.T) {
+	e := RenderEgress(&gatev1.HarnessAgentPolicySpec{}, nil, DefaultDNSSelector, testCanary, nil, nil)
+	e.Spec.WithEgress(HumanLaneRule("coding-agents", 8080))
+	spec := applied(t, e)
+	if len(spec.Egress) != 2 || !isHumanLaneRule(spec.Egress[1]) {
+		t.Fatalf("rules %+v", spec.Egress)
+	}
+	lane := spec.Egress[1]
+	if got := lane.To[0].PodSelector.MatchLabels; got[gatev1.LabelConfirmer] != "coding-agents" || lane.Ports[0].Port.IntValue() != 8080 || *lane.Ports[0].Protocol != corev1.ProtocolTCP {
+		t.Fatalf("the rule %+v", lane)
+	}
+	if ModeOf(spec.Egress, testCanary) != gatev1.EgressModeDenyAll {
+		t.Errorf("deny-all with the human lane reads %s", ModeOf(spec.Egress, testCanary))
+	}
+	anyPod := *lane.DeepCopy()
+	anyPod.To[0].PodSelector = &metav1.LabelSelector{}
+	elsewhere := *lane.DeepCopy()
+	elsewhere.To[0].NamespaceSelector = &metav1.LabelSelector{}
+	for name, r := range map[string]networkingv1.NetworkPolicyEgressRule{"any pod": anyPod, "any namespace": elsewhere} {
+		if isHumanLaneRule(r) || ModeOf([]networkingv1.NetworkPolicyEgressRule{r}, testCanary) != gatev1.EgressModeAllowList {
+			t.Errorf("%s: taken for the human lane's rule", name)
+		}
+	}
+}

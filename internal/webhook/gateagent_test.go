@@ -2,13 +2,16 @@ package webhook
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
@@ -106,5 +109,72 @@ func TestGateAgentResourcesFromThePolicy(t *testing.T) {
 	}
 	if err := g.governed(g.pod); err != nil {
 		t.Errorf("the pod so injected is not governed: %v", err)
+	}
+}
+
+// TestGateAgentHumanLane: a policy's spec.gateAgent.humanApproval gives gate-agent its
+// SessionConfirmer's gate API, by the Service's ClusterIP, and a projected token for that
+// confirmer's audience that only gate-agent mounts; no governed container may mount it; a
+// confirmer whose Service does not exist refuses the pod; the governed-pods check judges the
+// pod by the same rendering.
+func TestGateAgentHumanLane(t *testing.T) {
+	p := samplePolicy(t)
+	p.Spec.GateAgent = &gatev1.GateAgentSpec{HumanApproval: &gatev1.GateAgentHumanApproval{Confirmer: "coding-agents"}}
+	confirmer := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: "coding-agents-confirmer"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.80"}}
+	injector := func(objs ...client.Object) *PodInjector {
+		return &PodInjector{
+			Reader:  fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(objs, p, canaryService(DefaultEgressCanary, "10.96.0.44"))...).Build(),
+			Options: InjectOptions{GateHookImage: testGateHookImage},
+		}
+	}
+	h := injector(confirmer)
+	pod := examplePod(t, "sandbox-pod-labelled.yaml", p.Namespace)
+	g, refused := h.governing(t.Context(), createRequest(t, pod))
+	if refused != nil {
+		t.Fatalf("refused: %v", refused.Result)
+	}
+	if _, err := g.inject(g.pod); err != nil {
+		t.Fatal(err)
+	}
+	agent := initContainer(g.pod, GateAgentContainerName)
+	if cmd := strings.Join(agent.Command, " "); !strings.Contains(cmd, "--confirmer-url http://10.96.0.80:8080 --confirmer-token "+ConfirmerTokenDir+"/token") {
+		t.Errorf("gate-agent's command %q names no confirmer", cmd)
+	}
+	if !slices.ContainsFunc(agent.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == VolumeConfirmerToken && m.ReadOnly && m.MountPath == ConfirmerTokenDir
+	}) {
+		t.Errorf("gate-agent does not mount the token read-only: %+v", agent.VolumeMounts)
+	}
+	for _, c := range containersOf(g.pod) {
+		if c.Name != GateAgentContainerName && slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == VolumeConfirmerToken }) {
+			t.Errorf("%s mounts the confirmer token", c.Name)
+		}
+	}
+	i := slices.IndexFunc(g.pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == VolumeConfirmerToken })
+	if i < 0 || g.pod.Spec.Volumes[i].Projected == nil || g.pod.Spec.Volumes[i].Projected.Sources[0].ServiceAccountToken.Audience != "gate.intutic.io/confirmer/"+p.Namespace+"/coding-agents" {
+		t.Fatalf("no projected token for the confirmer's audience: %+v", g.pod.Spec.Volumes)
+	}
+	if err := g.governed(g.pod); err != nil {
+		t.Errorf("the pod so injected is not governed: %v", err)
+	}
+	again := g.pod.DeepCopy()
+	if _, err := g.inject(again); err != nil || !equality.Semantic.DeepEqual(again.Spec, g.pod.Spec) {
+		t.Errorf("a second pass changed the pod (%v)", err)
+	}
+
+	// The agent mounting the token is refused.
+	stolen := examplePod(t, "sandbox-pod-labelled.yaml", p.Namespace)
+	stolen.Spec.Containers[0].VolumeMounts = append(stolen.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: VolumeConfirmerToken, MountPath: "/token", ReadOnly: true})
+	g, refused = h.governing(t.Context(), createRequest(t, stolen))
+	if refused != nil {
+		t.Fatalf("refused: %v", refused.Result)
+	}
+	if _, err := g.inject(g.pod); err == nil || !strings.Contains(err.Error(), "container agent mounts volume "+VolumeConfirmerToken) {
+		t.Errorf("a governed container mounting the token: %v, want a conflict", err)
+	}
+
+	// No Service: the pod is refused, naming the SessionConfirmer.
+	if _, refused := injector().governing(t.Context(), createRequest(t, pod)); refused == nil || !strings.Contains(refused.Result.Message, `SessionConfirmer "coding-agents"`) {
+		t.Errorf("a confirmer without its Service: %+v, want a refusal naming it", refused)
 	}
 }

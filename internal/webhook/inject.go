@@ -61,7 +61,24 @@ const (
 	// VolumeFallback is the emptyDir of gate-hook's fallback spool (bootstrap.FallbackDir):
 	// read-only in the sidecar.
 	VolumeFallback = "gate-fallback"
+	// VolumeConfirmerToken is the projected ServiceAccount token of the human lane
+	// (InjectOptions.HumanLane): bound to the pod, with its SessionConfirmer's audience, and
+	// mounted into gate-agent alone. No other container may mount it.
+	VolumeConfirmerToken = "gate-agent-confirmer-token"
 )
+
+// ConfirmerTokenDir is where gate-agent reads the human lane's token (ConfirmerTokenDir/token).
+const ConfirmerTokenDir = "/var/run/secrets/gate.intutic.io/confirmer"
+
+// confirmerTokenSeconds is the token's lifetime; kubelet renews it at 80%.
+const confirmerTokenSeconds = 3600
+
+// HumanLane is where a pod's gate-agent sends the Ask verdicts of its Claude Code calls for a
+// human (the policy's spec.gateAgent.humanApproval): its SessionConfirmer's gate API, by the
+// Service's ClusterIP (a deny-all pod has no DNS), and the audience of the token it presents.
+type HumanLane struct {
+	URL, Audience string
+}
 
 // managedConfig is one runtime's managed configuration: one file of the bootstrap ConfigMap, on
 // a volume of its own, at the directory where the runtime reads it, so that every governed
@@ -124,6 +141,9 @@ type InjectOptions struct {
 	EgressCanary EgressCanary
 	// GateAgentResources are the sidecar's resources; nil is DefaultGateAgentResources.
 	GateAgentResources *corev1.ResourceRequirements
+	// HumanLane, when set, gives gate-agent the human lane: its confirmer and a projected token
+	// for it. The pod webhook sets it per admission from the policy.
+	HumanLane *HumanLane
 }
 
 // EgressCanary is where the injected egress-wait reaches the manager's egress canary
@@ -191,10 +211,10 @@ func (o InjectOptions) mountDir() string {
 // RenderDigest identifies what the injection renders under o: the SHA-256 of a reference pod's
 // spec after Inject, so that any change of the rendering (a new release, another image, mount
 // directory or canary) changes it. What differs per admission (the canary's resolved address,
-// the policy's gate-agent resources) is left out. The pod webhook stamps it on every pod it
+// the policy's gate-agent resources and human lane) is left out. The pod webhook stamps it on every pod it
 // governs (gatev1.AnnotationInjection); the manager's posture Report compares.
 func RenderDigest(o InjectOptions) string {
-	o.EgressCanary.Host, o.GateAgentResources = "", nil
+	o.EgressCanary.Host, o.GateAgentResources, o.HumanLane = "", nil, nil
 	ref := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "agent"}}}}
 	if _, err := Inject(ref, "policy", o); err != nil {
 		return "unrenderable"
@@ -251,7 +271,7 @@ func InjectBaseline(pod *corev1.Pod, o InjectOptions) ([]string, error) {
 
 // injectBundle is Inject with the ConfigMap to mount, and what runs its hook for the warnings.
 func injectBundle(pod *corev1.Pod, cm, hook string, o InjectOptions) ([]string, error) {
-	if err := ensureVolumes(pod, cm); err != nil {
+	if err := ensureVolumes(pod, cm, o.HumanLane); err != nil {
 		return nil, err
 	}
 	skip, unknown := skippedContainers(pod)
@@ -267,6 +287,10 @@ func injectBundle(pod *corev1.Pod, cm, hook string, o InjectOptions) ([]string, 
 		}
 		if err := binReadOnly(c.Container, c.kind()); err != nil {
 			return nil, err
+		}
+		if slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == VolumeConfirmerToken }) {
+			return nil, &ConflictError{fmt.Sprintf("%s %s mounts volume %s: it holds the token only %s presents to its SessionConfirmer; mount it nowhere else",
+				c.kind(), c.Name, VolumeConfirmerToken, GateAgentContainerName)}
 		}
 		if err := notGateAgent(pod, c.Container); err != nil {
 			return nil, err
@@ -367,15 +391,25 @@ func gateAgentContainer(o InjectOptions) corev1.Container {
 			FailureThreshold: failures,
 		}
 	}
+	command := []string{"/gate-agent",
+		"--bundle-dir", o.mountDir(),
+		"--socket", bootstrap.AgentSocket,
+		"--fallback-spool", bootstrap.FallbackSpool,
+		"--metrics-bind-address", fmt.Sprintf(":%d", GateAgentMetricsPort),
+		"--health-bind-address", fmt.Sprintf(":%d", GateAgentHealthPort)}
+	mounts := []corev1.VolumeMount{
+		{Name: VolumeHooks, MountPath: o.mountDir(), ReadOnly: true},
+		{Name: VolumeAgentRun, MountPath: bootstrap.AgentRunDir},
+		{Name: VolumeFallback, MountPath: bootstrap.FallbackDir, ReadOnly: true},
+	}
+	if o.HumanLane != nil {
+		command = append(command, "--confirmer-url", o.HumanLane.URL, "--confirmer-token", ConfirmerTokenDir+"/token")
+		mounts = append(mounts, corev1.VolumeMount{Name: VolumeConfirmerToken, MountPath: ConfirmerTokenDir, ReadOnly: true})
+	}
 	return corev1.Container{
-		Name:  GateAgentContainerName,
-		Image: o.GateHookImage,
-		Command: []string{"/gate-agent",
-			"--bundle-dir", o.mountDir(),
-			"--socket", bootstrap.AgentSocket,
-			"--fallback-spool", bootstrap.FallbackSpool,
-			"--metrics-bind-address", fmt.Sprintf(":%d", GateAgentMetricsPort),
-			"--health-bind-address", fmt.Sprintf(":%d", GateAgentHealthPort)},
+		Name:          GateAgentContainerName,
+		Image:         o.GateHookImage,
+		Command:       command,
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
 		Ports:         []corev1.ContainerPort{{Name: "gate-metrics", ContainerPort: GateAgentMetricsPort, Protocol: corev1.ProtocolTCP}},
 		Resources:     resources,
@@ -389,11 +423,7 @@ func gateAgentContainer(o InjectOptions) corev1.Container {
 			ReadOnlyRootFilesystem:   ptr.To(true),
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
-		VolumeMounts: []corev1.VolumeMount{
-			{Name: VolumeHooks, MountPath: o.mountDir(), ReadOnly: true},
-			{Name: VolumeAgentRun, MountPath: bootstrap.AgentRunDir},
-			{Name: VolumeFallback, MountPath: bootstrap.FallbackDir, ReadOnly: true},
-		},
+		VolumeMounts: mounts,
 	}
 }
 
@@ -544,8 +574,8 @@ func describeMount(m corev1.VolumeMount) string {
 // an emptyDir, the others the policy's bootstrap ConfigMap with the rendered sources, items
 // and modes (a pod labelled for one policy never runs another's rules, and no item, mode or
 // source of the pod's own drops, hides or replaces a file the gate puts there).
-func ensureVolumes(pod *corev1.Pod, configMap string) error {
-	for _, v := range gateVolumes(configMap) {
+func ensureVolumes(pod *corev1.Pod, configMap string, lane *HumanLane) error {
+	for _, v := range gateVolumes(configMap, lane) {
 		i := slices.IndexFunc(pod.Spec.Volumes, func(h corev1.Volume) bool { return h.Name == v.Name })
 		if i < 0 {
 			pod.Spec.Volumes = append(pod.Spec.Volumes, v)
@@ -601,8 +631,11 @@ func volumeDefaults(v corev1.Volume) corev1.Volume {
 
 // describeVolume says what a rendered gate volume holds, for a refusal.
 func describeVolume(v corev1.Volume) string {
-	if v.Name == VolumeHooks {
+	switch v.Name {
+	case VolumeHooks:
 		return fmt.Sprintf("a projected volume of every key, %s from metadata.name and %s from metadata.labels, mode 0644", gate.PodNameFile, gate.PodLabelsFile)
+	case VolumeConfirmerToken:
+		return fmt.Sprintf("a projected ServiceAccount token for audience %s, for %d seconds", v.Projected.Sources[0].ServiceAccountToken.Audience, confirmerTokenSeconds)
 	}
 	items := make([]string, len(v.ConfigMap.Items))
 	for i, it := range v.ConfigMap.Items {
@@ -622,7 +655,7 @@ func wrongVolume(name, what string) error {
 // (gate.PodNameFile, for the rules' caller.pod) and its labels (gate.PodLabelsFile, which the
 // hook resolves cluster layers' pod selectors against), which kubelet keeps current since no
 // subPath is used; and each runtime's managed configuration alone (managedConfigs).
-func gateVolumes(configMap string) []corev1.Volume {
+func gateVolumes(configMap string, lane *HumanLane) []corev1.Volume {
 	ref := corev1.LocalObjectReference{Name: configMap}
 	volumes := []corev1.Volume{
 		{Name: VolumeBin, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
@@ -642,6 +675,13 @@ func gateVolumes(configMap string) []corev1.Volume {
 		volumes = append(volumes, corev1.Volume{Name: m.volume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: ref,
 			Items:                slices.Clone(m.items),
+		}}})
+	}
+	if lane != nil {
+		// kubelet writes a token only one user's containers mount as that user's, mode 0600.
+		volumes = append(volumes, corev1.Volume{Name: VolumeConfirmerToken, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience: lane.Audience, ExpirationSeconds: ptr.To[int64](confirmerTokenSeconds), Path: "token"}}},
 		}}})
 	}
 	return volumes

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -22,6 +23,7 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/bootstrap"
+	"github.com/intutic/gate-operator/internal/confirmerconfig"
 )
 
 // PodInjector governs the pods created with the label gate.intutic.io/policy: <name> by adding
@@ -178,6 +180,13 @@ func (h *PodInjector) governing(ctx context.Context, req admission.Request) (gov
 	}
 	if policy.Spec.GateAgent != nil {
 		opts.GateAgentResources = policy.Spec.GateAgent.Resources
+		if ha := policy.Spec.GateAgent.HumanApproval; ha != nil {
+			lane, refused := h.humanLane(ctx, ns, ha.Confirmer)
+			if refused != nil {
+				return governing{}, refused
+			}
+			opts.HumanLane = lane
+		}
 	}
 	g.pod, g.policy, g.options = pod, policy, opts
 	return g, nil
@@ -252,6 +261,31 @@ func (h *PodInjector) resolveCanary(ctx context.Context) (o InjectOptions, refus
 	}
 	o.EgressCanary.Host = ip.String()
 	return o, "", nil
+}
+
+// humanLane is the human lane of a policy's pods (spec.gateAgent.humanApproval): its
+// SessionConfirmer's gate API by the Service's ClusterIP, as for the egress canary (a deny-all
+// pod has no DNS; its egress policy allows the confirmer's pods on the API port), and the
+// confirmer's token audience. A Service that does not exist yet refuses the pod, as a missing
+// policy does: its calls would otherwise wait for a human no confirmer could ask.
+func (h *PodInjector) humanLane(ctx context.Context, ns, confirmer string) (*HumanLane, *admission.Response) {
+	name := confirmerconfig.ServiceName(confirmer)
+	svc := &corev1.Service{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+		r := admission.Errored(http.StatusInternalServerError, fmt.Errorf("the Service %s/%s of the SessionConfirmer the policy's spec.gateAgent.humanApproval names could not be read, so the pod cannot be governed", ns, name))
+		if apierrors.IsNotFound(err) {
+			r = admission.Denied(fmt.Sprintf("the policy's spec.gateAgent.humanApproval names SessionConfirmer %q, whose Service %s/%s does not exist: apply the SessionConfirmer first", confirmer, ns, name))
+		} else {
+			logf.FromContext(ctx).Error(err, "reading a SessionConfirmer's Service", "namespace", ns, "service", name)
+		}
+		return nil, &r
+	}
+	ip := net.ParseIP(svc.Spec.ClusterIP)
+	if ip == nil {
+		r := admission.Denied(fmt.Sprintf("the Service %s/%s of SessionConfirmer %q has no ClusterIP, which the pod's gate-agent dials", ns, name, confirmer))
+		return nil, &r
+	}
+	return &HumanLane{URL: "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(confirmerconfig.ServicePort)), Audience: confirmerconfig.TokenAudience(ns, confirmer)}, nil
 }
 
 // validationErrors says why name cannot be an object's name, or "".
