@@ -230,6 +230,8 @@ func TestClaudeCodeInPod(t *testing.T) {
 	// before the confirmer comes (docs/fleet.md, "Confirmers under a baseline").
 	removeFleet()
 	decisionTrailInPod(ctx, t, env, governed)
+	// The human lane needs the SessionConfirmer decisionTrailInPod applied.
+	humanLaneInPod(ctx, t, env, policyKey)
 	// Codex and Gemini CLI under the same policy, before the edit (which blocks touch).
 	otherAgentsInPod(ctx, t, env)
 	run(edit)
@@ -249,12 +251,18 @@ type podCase struct {
 // directory the workspace (the container's workingDir).
 func runClaudeInPod(ctx context.Context, t *testing.T, env *localenv.Env, pod string, extra ...string) claudeRun {
 	t.Helper()
+	return runClaudeInPodWith(ctx, t, env, pod, claudeArgs(extra...))
+}
+
+// runClaudeInPodWith is runClaudeInPod with Claude Code's whole argument list.
+func runClaudeInPodWith(ctx context.Context, t *testing.T, env *localenv.Env, pod string, args []string) claudeRun {
+	t.Helper()
 	// busybox's env, not /usr/bin/env: one case removes that.
 	command := append(append([]string{"/bin/busybox", "env", "-i"}, claudeEnv("/usr/local/bin:/usr/bin:/bin", agentHome, localenv.MessagesURL)...), "/usr/local/bin/claude")
 	// A run takes about a second; without its model API Claude Code retries for minutes.
 	runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	stdout, code, err := env.Exec(runCtx, podNamespace, pod, "agent", "", append(command, claudeArgs(extra...)...)...)
+	stdout, code, err := env.Exec(runCtx, podNamespace, pod, "agent", "", append(command, args...)...)
 	mustDo(t, err)
 	if code != 0 {
 		t.Logf("claude exited with status %d", code)
