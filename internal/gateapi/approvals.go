@@ -111,8 +111,8 @@ func (a *API) getApproval(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	if ta.Spec.Surface == gatev1.SurfaceManagedAgents || !a.Approvals.TrustedObject(ta) {
-		writeJSONStatus(w, http.StatusConflict, map[string]string{"error": gate.RefusalPrefix + "ToolApproval " + name +
-			" was not written by this confirmer for a call of its HTTP surfaces: it is not used, and its call must not run", "code": CodeApprovalNotTrusted})
+		writeConflict(w, gate.RefusalPrefix+"ToolApproval "+name+
+			" was not written by this confirmer for a call of its HTTP surfaces: it is not used, and its call must not run", CodeApprovalNotTrusted)
 		return
 	}
 	writeJSONStatus(w, http.StatusOK, a.answerOf(r, ta))

@@ -155,7 +155,7 @@ func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller st
 			if create {
 				// Without its ToolApproval a human could never answer the call: the request fails, and is retried.
 				if held.ApprovalName, err = a.createApproval(r.Context(), gatev1.SurfaceHarness, req.Session, p.ApprovalID, tc.ToolName, d, tc.Input); errors.Is(err, approvals.ErrNotTrusted) {
-					writeJSONStatus(w, http.StatusConflict, map[string]string{"error": "pendingApprovals[" + strconv.Itoa(i) + "]: " + notTrustedMessage(err), "code": CodeApprovalNotTrusted})
+					writeConflict(w, "pendingApprovals["+strconv.Itoa(i)+"]: "+notTrustedMessage(err), CodeApprovalNotTrusted)
 					return
 				} else if err != nil {
 					writeError(w, http.StatusServiceUnavailable, "the ToolApproval of pendingApprovals["+strconv.Itoa(i)+"] could not be created; retry")

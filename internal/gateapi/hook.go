@@ -96,8 +96,8 @@ func (a *API) hookApproval(w http.ResponseWriter, r *http.Request, _ string) {
 		badRequest(w, errors.New("decision: snapshotDigest and incidentId are required"))
 		return
 	case req.Policy != a.Approvals.Namespace+"/"+a.Approvals.Policy:
-		writeJSONStatus(w, http.StatusConflict, map[string]string{"error": gate.RefusalPrefix + "this confirmer holds the approvals of " +
-			a.Approvals.Namespace + "/" + a.Approvals.Policy + ", not of the pod's policy " + req.Policy + ": the call is not held", "code": CodeHookPolicyMismatch})
+		writeConflict(w, gate.RefusalPrefix+"this confirmer holds the approvals of "+
+			a.Approvals.Namespace+"/"+a.Approvals.Policy+", not of the pod's policy "+req.Policy+": the call is not held", CodeHookPolicyMismatch)
 		return
 	}
 	d := gate.Decision{Verdict: gate.Ask, Rule: req.Decision.Rule, Reason: req.Decision.Reason, Layer: req.Decision.Layer,
@@ -110,7 +110,7 @@ func (a *API) hookApproval(w http.ResponseWriter, r *http.Request, _ string) {
 	})
 	switch {
 	case errors.Is(err, approvals.ErrNotTrusted):
-		writeJSONStatus(w, http.StatusConflict, map[string]string{"error": notTrustedMessage(err), "code": CodeApprovalNotTrusted})
+		writeConflict(w, notTrustedMessage(err), CodeApprovalNotTrusted)
 		return
 	case err != nil:
 		a.requestLog(r).Error(err, "creating a hook ToolApproval", "pod", caller.PodName, "session", in.SessionID, "toolUseId", in.ToolUseID)

@@ -195,7 +195,19 @@ func writeJSONStatus(w http.ResponseWriter, status int, v any) {
 
 // writeError answers with status and the API's error body, {"error": msg}.
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSONStatus(w, status, map[string]any{"error": msg})
+	writeJSONStatus(w, status, errorBody{Error: msg})
+}
+
+// errorBody is the API's error body; Code, when set, says which refusal it is
+// (approval_not_trusted, policy_mismatch).
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code,omitempty"`
+}
+
+// writeConflict answers 409 with an error body that names its code: the call must not run.
+func writeConflict(w http.ResponseWriter, msg, code string) {
+	writeJSONStatus(w, http.StatusConflict, errorBody{Error: msg, Code: code})
 }
 
 func badRequest(w http.ResponseWriter, err error) {
