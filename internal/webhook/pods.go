@@ -263,6 +263,9 @@ func (h *PodInjector) resolveCanary(ctx context.Context) (o InjectOptions, refus
 	return o, "", nil
 }
 
+// The pod webhook reads a SessionConfirmer's Service for a policy's human lane.
+// +kubebuilder:rbac:groups="",resources=services,verbs=get
+
 // humanLane is the human lane of a policy's pods (spec.gateAgent.humanApproval): its
 // SessionConfirmer's gate API by the Service's ClusterIP, as for the egress canary (a deny-all
 // pod has no DNS; its egress policy allows the confirmer's pods on the API port), and the
