@@ -1,18 +1,19 @@
 package main
 
-import (
-	"strings"
-	"time"
-
-	"github.com/intutic/gate-operator/internal/agentproto"
-)
-
 // config is gate-client's own arguments, and gate-hook's after "--".
 type config struct {
 	socket, runtime, fallback, spool string
-	deadline                         time.Duration
-	hookArgs                         []string
+	// deadline is how long the client waits for the sidecar, in nanoseconds.
+	deadline int64
+	hookArgs []string
 }
+
+// clientFlags are gate-client's own flags; hookFlags, gate-hook's that the client reads, those
+// with a value first, in hookArgs' order.
+var (
+	clientFlags = [...]string{"--socket", "--runtime", "--fallback", "--fallback-spool", "--deadline-ms"}
+	hookFlags   = [...]string{"--snapshot", "--workspace", "--answer-token", "--runtime", "--layers", "--explicit-allow"}
+)
 
 // parseArgs reads gate-client's arguments by hand (the flag package's start-up is not free):
 // its own, each at most once, as "--name value", then "--", then gate-hook's. The socket, the
@@ -31,13 +32,14 @@ func parseArgs(args []string) (config, bool) {
 	if !found || len(own)%2 != 0 {
 		return cfg, false
 	}
-	seen := map[string]bool{}
+	var seen uint
 	for i := 0; i < len(own); i += 2 {
 		name, value := own[i], own[i+1]
-		if seen[name] {
+		flag := indexOf(clientFlags[:], name)
+		if flag < 0 || seen&(1<<flag) != 0 {
 			return cfg, false
 		}
-		seen[name] = true
+		seen |= 1 << flag
 		switch name {
 		case "--socket":
 			cfg.socket = value
@@ -48,16 +50,14 @@ func parseArgs(args []string) (config, bool) {
 		case "--fallback-spool":
 			cfg.spool = value
 		case "--deadline-ms":
-			ms, ok := atoi(value)
-			if !ok || ms < 1 || time.Duration(ms)*time.Millisecond > maxDeadline {
+			ms, ok := decimal(value)
+			if !ok || ms < 1 || int64(ms)*millisecond > maxDeadline {
 				return cfg, false
 			}
-			cfg.deadline = time.Duration(ms) * time.Millisecond
-		default:
-			return cfg, false
+			cfg.deadline = int64(ms) * millisecond
 		}
 	}
-	return cfg, cfg.socket != "" && cfg.fallback != "" && agentproto.ValidRuntime(cfg.runtime)
+	return cfg, cfg.socket != "" && cfg.fallback != "" && validRuntime(cfg.runtime)
 }
 
 // hookArgs is what the client reads from gate-hook's arguments.
@@ -76,26 +76,26 @@ type hookArgs struct {
 // arguments itself. The token is read whatever else is wrong, for a refusal's answer line.
 func parseHookArgs(args []string) (hookArgs, bool) {
 	var h hookArgs
-	valued := map[string]*string{"--snapshot": &h.snapshot, "--workspace": &h.workspace, "--answer-token": &h.token, "--runtime": &h.runtime}
+	valued := [...]*string{&h.snapshot, &h.workspace, &h.token, &h.runtime}
 	ok := true
-	seen := map[string]bool{}
+	var seen uint
 	for i := 0; i < len(args); i++ {
-		name, value, hasValue := strings.Cut(args[i], "=")
-		if seen[name] {
+		name, value, hasValue := cut(args[i], '=')
+		flag := indexOf(hookFlags[:], name)
+		if flag < 0 {
+			ok = false
+			continue
+		}
+		if seen&(1<<flag) != 0 {
 			ok = false
 		}
-		seen[name] = true
-		if name == "--layers" || name == "--explicit-allow" {
+		seen |= 1 << flag
+		if flag >= len(valued) {
 			if hasValue {
 				ok = false
 			}
 			h.layers = h.layers || name == "--layers"
 			h.explicitAllow = h.explicitAllow || name == "--explicit-allow"
-			continue
-		}
-		field, known := valued[name]
-		if !known {
-			ok = false
 			continue
 		}
 		if !hasValue {
@@ -106,11 +106,11 @@ func parseHookArgs(args []string) (hookArgs, bool) {
 			i++
 			value = args[i]
 		}
-		*field = value
+		*valued[flag] = value
 	}
-	ok = ok && h.snapshot != "" && baseOf(h.snapshot) == agentproto.SnapshotFileName &&
-		(h.workspace == "" || agentproto.ValidWorkspace(h.workspace)) && (h.token == "" || agentproto.ValidToken(h.token) && h.token != agentproto.None) &&
-		(h.runtime == "" || agentproto.ValidRuntime(h.runtime))
+	ok = ok && h.snapshot != "" && baseOf(h.snapshot) == snapshotFileName &&
+		(h.workspace == "" || validWorkspace(h.workspace) && h.workspace != none) && (h.token == "" || validToken(h.token) && h.token != none) &&
+		(h.runtime == "" || validRuntime(h.runtime))
 	return h, ok
 }
 
@@ -118,7 +118,7 @@ func parseHookArgs(args []string) (hookArgs, bool) {
 // default, Claude Code's.
 func (h hookArgs) runtimeOf() string {
 	if h.runtime == "" {
-		return agentproto.RuntimeClaudeCode
+		return runtimeClaudeCode
 	}
 	return h.runtime
 }
@@ -126,7 +126,7 @@ func (h hookArgs) runtimeOf() string {
 // dirOf is the directory of a path, as far as looking up ..data beside it needs: "." for a
 // bare name, "/" for a file in the root.
 func dirOf(path string) string {
-	i := strings.LastIndexByte(path, '/')
+	i := lastSlash(path)
 	switch {
 	case i < 0:
 		return "."
@@ -137,10 +137,39 @@ func dirOf(path string) string {
 }
 
 // baseOf is the last element of a path.
-func baseOf(path string) string { return path[strings.LastIndexByte(path, '/')+1:] }
+func baseOf(path string) string { return path[lastSlash(path)+1:] }
 
-// atoi parses a decimal of at most 9 digits.
-func atoi(s string) (int, bool) {
+// lastSlash is the index of the last '/' in path, -1 when there is none.
+func lastSlash(path string) int {
+	i := len(path) - 1
+	for i >= 0 && path[i] != '/' {
+		i--
+	}
+	return i
+}
+
+// indexOf is the index of s in list, -1 when it is not there.
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// cut is strings.Cut for a separator of one byte.
+func cut(s string, sep byte) (before, after string, found bool) {
+	for i := range len(s) {
+		if s[i] == sep {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+// decimal parses a decimal of at most 9 digits, leading zeros allowed.
+func decimal(s string) (int, bool) {
 	if s == "" || len(s) > 9 {
 		return 0, false
 	}

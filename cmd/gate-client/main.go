@@ -12,28 +12,34 @@
 // [--layers] [--explicit-allow] --answer-token T): the bundle directory (the snapshot's), the
 // workspace, the flags and the token are read from them, and gate-hook gets them unchanged.
 //
-// It starts about as fast as a no-op binary: it links no fmt, flag, encoding/json, net or
-// crypto, only os, syscall, golang.org/x/sys/unix and internal/agentproto.
+// It starts about as fast as a no-op binary: it imports syscall and nothing else that
+// initializes at start-up (not os, time, strings or golang.org/x/sys/unix, not even
+// internal/agentproto, which imports bytes; proto.go spells its part of the protocol again).
 package main
 
 import (
-	"os"
 	"runtime"
-	"time"
-
-	"github.com/intutic/gate-operator/internal/agentproto"
-	"github.com/intutic/gate-operator/internal/agentproto/handoff"
+	"syscall"
+	_ "unsafe" // go:linkname, for the arguments
 )
 
 // defaultDeadline is how long the client waits for the sidecar, connecting included, before it
 // hands the call to gate-hook: well inside the wrapper's own limit on the hook (seconds), so
-// gate-hook has the rest of it. maxDeadline keeps a configured one there too.
+// gate-hook has the rest of it. maxDeadline keeps a configured one there too. In nanoseconds.
 const (
-	defaultDeadline = 1500 * time.Millisecond
-	maxDeadline     = 5 * time.Second
+	millisecond     = int64(1e6)
+	defaultDeadline = 1500 * millisecond
+	maxDeadline     = 5000 * millisecond
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+// runtimeArgs is os.Args without package os, whose start-up (with internal/godebug's, which it
+// imports) the client does not pay: the runtime hands the process's arguments to os alone, by
+// this symbol. Should a Go release stop letting it be referenced, the link fails.
+//
+//go:linkname runtimeArgs os.runtime_args
+func runtimeArgs() []string
+
+func main() { syscall.Exit(run(runtimeArgs()[1:])) }
 
 func run(args []string) int {
 	cfg, ok := parseArgs(args)
@@ -48,33 +54,33 @@ func run(args []string) int {
 	// The sidecar answers in the client's runtime; gate-hook, in the one its arguments name. Were
 	// they different, the two would answer the same call differently: gate-hook decides.
 	if !hookOK || hook.runtimeOf() != cfg.runtime {
-		return fallBack(cfg, input, agentproto.FallbackArgs)
+		return fallBack(cfg, input, fallbackArgs)
 	}
-	if len(input) > agentproto.MaxInput {
-		return fallBack(cfg, input, agentproto.FallbackInputTooLarge)
+	if len(input) > maxInput {
+		return fallBack(cfg, input, fallbackInputTooLarge)
 	}
 	version, ok := volumeVersion(dirOf(hook.snapshot))
 	if !ok {
-		return fallBack(cfg, input, agentproto.FallbackNoVolume)
+		return fallBack(cfg, input, fallbackNoVolume)
 	}
 	nonce, ok := newNonce()
 	if !ok {
-		return fallBack(cfg, input, agentproto.FallbackUnreachable)
+		return fallBack(cfg, input, fallbackUnreachable)
 	}
-	req := agentproto.Request{Nonce: nonce, Runtime: cfg.runtime, Version: version, Token: hook.token,
-		Flags: agentproto.Flags{Layers: hook.layers, ExplicitAllow: hook.explicitAllow}, Workspace: hook.workspace, Input: input}
-	msg, err := agentproto.EncodeRequest(&req)
-	if err != nil {
-		return fallBack(cfg, input, agentproto.FallbackArgs)
+	req := request{nonce: nonce, runtime: cfg.runtime, version: version, token: hook.token,
+		layers: hook.layers, explicitAllow: hook.explicitAllow, workspace: hook.workspace, input: input}
+	msg, ok := encodeRequest(&req)
+	if !ok {
+		return fallBack(cfg, input, fallbackArgs)
 	}
-	resp, reason := ask(cfg.socket, msg, time.Now().Add(cfg.deadline))
+	resp, reason := ask(cfg.socket, msg, monotonic()+cfg.deadline)
 	switch {
 	case reason != "":
 		return fallBack(cfg, input, reason)
-	case resp.Nonce != nonce:
-		return fallBack(cfg, input, agentproto.FallbackGarbage)
-	case resp.Version != version:
-		return fallBack(cfg, input, agentproto.FallbackVersion)
+	case resp.nonce != nonce:
+		return fallBack(cfg, input, fallbackGarbage)
+	case resp.version != version:
+		return fallBack(cfg, input, fallbackVersion)
 	}
 	return printAnswer(resp)
 }
@@ -82,13 +88,13 @@ func run(args []string) int {
 // printAnswer prints the sidecar's answer, stdout in one write and then stderr, and returns its exit
 // status. An answer that cannot be delivered is a refusal: the answer line a registered command
 // checks may not have gone out.
-func printAnswer(resp agentproto.Response) int {
-	if !writeAll(1, resp.Stdout) {
-		writeAll(2, []byte(agentproto.RefusalPrefix+"gate-client could not write its answer\n"))
+func printAnswer(resp response) int {
+	if !writeAll(1, resp.stdout) {
+		writeAll(2, []byte(refusalPrefix+"gate-client could not write its answer\n"))
 		return 2
 	}
-	writeAll(2, resp.Stderr)
-	return resp.Exit
+	writeAll(2, resp.stderr)
+	return resp.exit
 }
 
 // fallBack replaces this process with gate-hook, given the call's input on stdin and its
@@ -101,7 +107,7 @@ func fallBack(cfg config, input []byte, reason string) int {
 		args = append(args, "--fallback-spool", cfg.spool)
 	}
 	args = append(args, cfg.hookArgs...)
-	_ = handoff.Exec(cfg.fallback, args, os.Environ(), input)
+	_ = execWithStdin(cfg.fallback, args, syscall.Environ(), input)
 	hook, _ := parseHookArgs(cfg.hookArgs)
 	return deny(cfg.runtime, hook.token, "gate-client could not start gate-hook")
 }
@@ -112,10 +118,10 @@ func fallBack(cfg config, input []byte, reason string) int {
 // msg holds no character JSON escapes. The shapes are runtimes.Runtime.Deny's, spelled here so
 // the client links none of the runtimes' packages; a test holds the two to each other.
 func deny(rt, token, msg string) int {
-	msg = agentproto.RefusalPrefix + msg
+	msg = refusalPrefix + msg
 	var out []byte
-	if agentproto.ValidToken(token) {
-		out = append(out, agentproto.AnswerPrefix+token+"\n"...)
+	if validToken(token) {
+		out = append(out, answerPrefix+token+"\n"...)
 	}
 	if rt == "gemini-cli" {
 		out = append(out, `{"decision":"deny","reason":"`+msg+`"}`+"\n"...)

@@ -1,26 +1,19 @@
 package main
 
 import (
-	"errors"
-	"io"
-	"os"
 	"syscall"
-	"time"
-
-	"golang.org/x/sys/unix"
-
-	"github.com/intutic/gate-operator/internal/agentproto"
+	"unsafe"
 )
 
 // readInput reads the hook input from stdin: at most one byte more than the sidecar may be
 // sent, so a larger input is told apart (gate-hook then refuses it, reading the same bytes).
 func readInput() ([]byte, bool) {
 	buf := make([]byte, 0, 64<<10)
-	for len(buf) <= agentproto.MaxInput {
+	for len(buf) <= maxInput {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := syscall.Read(0, buf[len(buf):min(cap(buf), agentproto.MaxInput+1)])
+		n, err := syscall.Read(0, buf[len(buf):min(cap(buf), maxInput+1)])
 		switch {
 		case err == syscall.EINTR:
 			continue
@@ -37,50 +30,72 @@ func readInput() ([]byte, bool) {
 // volumeVersion is the version of the policy volume at dir, where its ..data points; not ok
 // when it has none, so the bundle is not a kubelet volume and there is no version to ask about.
 func volumeVersion(dir string) (string, bool) {
-	target, err := os.Readlink(dir + "/..data")
-	if err != nil || target == agentproto.NoVersion || !agentproto.ValidVersion(target) {
+	// One byte more than a version may have tells a longer target apart.
+	var buf [maxVersion + 1]byte
+	link := dir + "/..data"
+	n, err := syscall.Readlink(link, buf[:])
+	for err == syscall.EINTR {
+		n, err = syscall.Readlink(link, buf[:])
+	}
+	if err != nil || n > maxVersion {
+		return "", false
+	}
+	target := string(buf[:n])
+	if target == noVersion || !validVersion(target) {
 		return "", false
 	}
 	return target, true
 }
 
-// newNonce is 16 bytes from the kernel's random source, in hex.
+// newNonce is 16 bytes from the kernel's random source (getrandom(2), which blocks only until
+// the pool is first initialized), in hex.
 func newNonce() (string, bool) {
 	var b [16]byte
 	for n := 0; n < len(b); {
-		m, err := unix.Getrandom(b[n:], 0)
-		if err == syscall.EINTR {
+		m, _, errno := syscall.Syscall(sysGetrandom, uintptr(unsafe.Pointer(&b[n])), uintptr(len(b)-n), 0)
+		if errno == syscall.EINTR {
 			continue
 		}
-		if err != nil {
+		if errno != 0 {
 			return "", false
 		}
-		n += m
+		n += int(m)
 	}
-	return agentproto.HexNonce(b), true
+	return hexNonce(b), true
 }
 
-// errDeadline is the overall deadline passing.
-var errDeadline = errors.New("the sidecar did not answer in time")
+// monotonic is CLOCK_MONOTONIC in nanoseconds (package time's clock, which the client does not
+// import).
+func monotonic() int64 {
+	var ts syscall.Timespec
+	// clock_gettime cannot fail with a valid clock and address.
+	_, _, _ = syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockMonotonic, uintptr(unsafe.Pointer(&ts)), 0)
+	return ts.Nano()
+}
 
-// ask sends the request msg to the socket and reads the response, all before deadline. It
-// returns the response, or the reason to fall back to gate-hook.
-func ask(socket string, msg []byte, deadline time.Time) (agentproto.Response, string) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+const clockMonotonic = 1
+
+// errDeadline is the overall deadline passing.
+const errDeadline = protoError("the sidecar did not answer in time")
+
+// ask sends the request msg to the socket and reads the response, all before deadline (on the
+// monotonic clock). It returns the response, or the reason to fall back to gate-hook.
+func ask(socket string, msg []byte, deadline int64) (response, string) {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return agentproto.Response{}, agentproto.FallbackUnreachable
+		return response{}, fallbackUnreachable
 	}
-	defer unix.Close(fd)
+	defer syscall.Close(fd)
 	c := conn{fd: fd, deadline: deadline}
 	if err := c.connect(socket); err != nil {
-		return agentproto.Response{}, reasonOf(err, agentproto.FallbackUnreachable)
+		return response{}, reasonOf(err, fallbackUnreachable)
 	}
 	if err := c.write(msg); err != nil {
-		return agentproto.Response{}, reasonOf(err, agentproto.FallbackUnreachable)
+		return response{}, reasonOf(err, fallbackUnreachable)
 	}
-	resp, err := agentproto.ReadResponse(&c)
+	resp, err := readResponse(c.read)
 	if err != nil {
-		return agentproto.Response{}, reasonOf(err, agentproto.FallbackGarbage)
+		return response{}, reasonOf(err, fallbackGarbage)
 	}
 	return resp, ""
 }
@@ -88,7 +103,7 @@ func ask(socket string, msg []byte, deadline time.Time) (agentproto.Response, st
 // reasonOf is the fall-back reason of an error: a timeout for the deadline, otherwise other.
 func reasonOf(err error, other string) string {
 	if err == errDeadline {
-		return agentproto.FallbackTimeout
+		return fallbackTimeout
 	}
 	return other
 }
@@ -98,32 +113,35 @@ func reasonOf(err error, other string) string {
 // a timeout makes it fail with EINTR rather than restart (signal(7)), so it is retried.
 type conn struct {
 	fd       int
-	deadline time.Time
+	deadline int64
 }
 
 // arm sets the socket's timeout for the next call to what is left of the deadline.
 func (c *conn) arm(opt int) error {
-	left := time.Until(c.deadline)
+	left := c.deadline - monotonic()
 	if left <= 0 {
 		return errDeadline
 	}
-	tv := unix.NsecToTimeval(max(left.Nanoseconds(), int64(time.Microsecond)))
-	return unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, opt, &tv)
+	tv := syscall.NsecToTimeval(max(left, 1000))
+	return syscall.SetsockoptTimeval(c.fd, syscall.SOL_SOCKET, opt, &tv)
 }
+
+// passed reports whether the deadline has passed.
+func (c *conn) passed() bool { return monotonic() >= c.deadline }
 
 func (c *conn) connect(path string) error {
 	for {
-		if err := c.arm(unix.SO_SNDTIMEO); err != nil {
+		if err := c.arm(syscall.SO_SNDTIMEO); err != nil {
 			return err
 		}
 		// A connect to a listener whose backlog is full waits up to the send timeout, then
 		// fails with EAGAIN.
-		switch err := unix.Connect(c.fd, &unix.SockaddrUnix{Name: path}); err {
+		switch err := syscall.Connect(c.fd, &syscall.SockaddrUnix{Name: path}); err {
 		case nil:
 			return nil
 		case syscall.EINTR:
 		case syscall.EAGAIN:
-			if time.Until(c.deadline) <= 0 {
+			if c.passed() {
 				return errDeadline
 			}
 		default:
@@ -134,18 +152,18 @@ func (c *conn) connect(path string) error {
 
 func (c *conn) write(p []byte) error {
 	for len(p) > 0 {
-		if err := c.arm(unix.SO_SNDTIMEO); err != nil {
+		if err := c.arm(syscall.SO_SNDTIMEO); err != nil {
 			return err
 		}
 		// MSG_NOSIGNAL: a sidecar that closed the connection is an error here, not SIGPIPE.
-		n, err := unix.SendmsgN(c.fd, p, nil, nil, unix.MSG_NOSIGNAL)
+		n, err := syscall.SendmsgN(c.fd, p, nil, nil, syscall.MSG_NOSIGNAL)
 		if n > 0 {
 			p = p[n:]
 		}
 		switch err {
 		case nil, syscall.EINTR:
 		case syscall.EAGAIN:
-			if time.Until(c.deadline) <= 0 {
+			if c.passed() {
 				return errDeadline
 			}
 		default:
@@ -155,22 +173,22 @@ func (c *conn) write(p []byte) error {
 	return nil
 }
 
-// Read is io.Reader's, for agentproto.ReadResponse.
-func (c *conn) Read(p []byte) (int, error) {
+// read is the reader of readResponse: errEOF at the end of the stream.
+func (c *conn) read(p []byte) (int, error) {
 	for {
-		if err := c.arm(unix.SO_RCVTIMEO); err != nil {
+		if err := c.arm(syscall.SO_RCVTIMEO); err != nil {
 			return 0, err
 		}
-		n, err := unix.Read(c.fd, p)
+		n, err := syscall.Read(c.fd, p)
 		switch err {
 		case nil:
 			if n == 0 {
-				return 0, io.EOF
+				return 0, errEOF
 			}
 			return n, nil
 		case syscall.EINTR:
 		case syscall.EAGAIN:
-			if time.Until(c.deadline) <= 0 {
+			if c.passed() {
 				return 0, errDeadline
 			}
 		default:
