@@ -12,7 +12,12 @@ import (
 // cannot) that becomes fd 0. It returns only when it fails.
 //
 // execve from a thread other than the process's first makes the kernel move the thread group's
-// leadership first (measured 0.6 to 2 ms slower on 2 cores): main is locked to the first thread.
+// leadership first (measured 0.6 to 2 ms slower on 2 cores). main is not locked to the first
+// thread, though: runtime.LockOSThread starts the runtime's template thread, which cost every
+// call about 3% of a no-op's wall time. main, the client's one goroutine, leaves the first thread
+// only when the scheduler preempts it, after about 10 ms in one system call or on the CPU; so a
+// fall-back that did not wait on the sidecar execs from there, and one that waited that long may
+// pay the move (measured 0.5 to 1 ms with a 20 ms deadline).
 func execWithStdin(bin string, args, env []string, data []byte) error {
 	name := [...]byte{'h', 'o', 'o', 'k', '-', 's', 't', 'd', 'i', 'n', 0}
 	r, _, errno := syscall.Syscall(sysMemfdCreate, uintptr(unsafe.Pointer(&name[0])), mfdCloexec, 0)

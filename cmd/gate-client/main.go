@@ -18,7 +18,6 @@
 package main
 
 import (
-	"runtime"
 	"syscall"
 	_ "unsafe" // go:linkname, for the arguments
 )
@@ -132,8 +131,3 @@ func deny(rt, token, msg string) int {
 	writeAll(2, []byte(msg+"\n"))
 	return 2
 }
-
-// execve from a thread other than the process's first makes the kernel move the thread
-// group's leadership first (measured 0.6 to 2 ms slower on 2 cores): main runs on the first
-// thread, so a fall-back to gate-hook does not pay it.
-func init() { runtime.LockOSThread() }
