@@ -46,7 +46,7 @@ func humanLaneInPod(ctx context.Context, t *testing.T, env *localenv.Env, policy
 			sc.Spec.GateAPI.AllowedServiceAccounts = append(sc.Spec.GateAPI.AllowedServiceAccounts, podNamespace+"/default")
 			return c.Update(ctx, sc)
 		}))
-		waitConfirmerRolledOut(ctx, t, env, confirmerconfig.ServiceName(confirmer))
+		waitConfirmerRolledOut(ctx, t, env, confirmerconfig.ServiceName(confirmer), podNamespace+"/default")
 		p := &gatev1.HarnessAgentPolicy{}
 		mustDo(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			if err := c.Get(ctx, policyKey, p); err != nil {
@@ -111,6 +111,7 @@ func humanLaneInPod(ctx context.Context, t *testing.T, env *localenv.Env, policy
 			t.Logf("first run: stop_reason %v, deferred_tool_use %v, session %s", first.out["stop_reason"], deferred, session)
 			ta := hookApproval(ctx, t, env, pod, session)
 			if first.out["stop_reason"] != "tool_deferred" || deferred == nil || first.result.Answered || ta == nil {
+				t.Logf("gate-agent's log:\n%s", sidecarLog(ctx, t, env, pod))
 				record(t, claudePkg, "in a pod with the human lane: "+tc.name, false,
 					fmt.Sprintf("the first run did not end deferred with a pending ToolApproval: stop_reason %v, tool_result %+v, approval %v", first.out["stop_reason"], first.result, ta != nil))
 				return
@@ -175,17 +176,38 @@ func answeredFromApproval(ctx context.Context, t *testing.T, env *localenv.Env, 
 	return deferred && answered, fmt.Sprintf("the sidecar's records of %s: deferred %v, answered %s %v", approval, deferred, want, answered)
 }
 
-// waitConfirmerRolledOut waits until every replica of the confirmer's Deployment runs its
-// current template.
-func waitConfirmerRolledOut(ctx context.Context, t *testing.T, env *localenv.Env, name string) {
+// waitConfirmerRolledOut waits until the confirmer's Deployment runs with arg (the controller
+// has rendered the SessionConfirmer's change) on every replica, and no replica of before is left.
+func waitConfirmerRolledOut(ctx context.Context, t *testing.T, env *localenv.Env, name, arg string) {
 	t.Helper()
+	start := time.Now()
 	mustDo(t, localenv.Wait(ctx, 3*time.Minute, func() (bool, error) {
 		d := &appsv1.Deployment{}
 		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: podNamespace, Name: name}, d); err != nil {
 			return false, err
 		}
+		rendered := slices.ContainsFunc(d.Spec.Template.Spec.Containers, func(c corev1.Container) bool {
+			return slices.ContainsFunc(c.Args, func(a string) bool { return strings.Contains(a, arg) })
+		})
 		want := *d.Spec.Replicas
 		s := d.Status
-		return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.ReadyReplicas == want && s.Replicas == want, nil
+		return rendered && s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.ReadyReplicas == want && s.Replicas == want, nil
 	}))
+	t.Logf("the confirmer %s runs with %s on every replica after %s", name, arg, time.Since(start).Round(time.Second))
+}
+
+// sidecarLog is the gate-agent's own log lines (not its records), for a failure's detail.
+func sidecarLog(ctx context.Context, t *testing.T, env *localenv.Env, pod string) string {
+	t.Helper()
+	logs, err := env.Kubectl(ctx, "", "-n", podNamespace, "logs", pod, "-c", webhook.GateAgentContainerName)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, line := range strings.Split(logs, "\n") {
+		if line != "" && !strings.Contains(line, decisionlog.Schema) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
