@@ -14,6 +14,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +40,10 @@ func humanLaneInPod(ctx context.Context, t *testing.T, env *localenv.Env, policy
 	const confirmer = "coding-agents"
 	c := env.Client
 	t.Run("the human lane: setup", func(t *testing.T) {
+		// The confirmer reviews the sidecar's token, as docs/confirmer.md has its operator allow.
+		mustDo(t, c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: confirmer + "-confirmer-auth"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: podNamespace, Name: confirmerconfig.ServiceName(confirmer)}}}))
 		sc := &gatev1.SessionConfirmer{}
 		mustDo(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			if err := c.Get(ctx, types.NamespacedName{Namespace: podNamespace, Name: confirmer}, sc); err != nil {
