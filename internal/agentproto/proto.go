@@ -9,8 +9,10 @@
 // closed set of characters and a length bound, so a decoder never guesses and anything it
 // accepts encodes back to the same bytes.
 //
-// The package imports only small standard packages: gate-client links it, and gate-client must
-// start about as fast as a no-op binary.
+// The package imports only small standard packages: gate-hook links it, whose start-up every
+// fallback pays. gate-client does not link it (bytes alone costs its start-up about 5% of a
+// no-op's): cmd/gate-client/proto.go spells the part it uses again, and tests and fuzzers there
+// hold the two to each other.
 package agentproto
 
 import (
@@ -40,7 +42,7 @@ const (
 const None = "-"
 
 // RuntimeClaudeCode is Claude Code's name as a request's runtime (claudecode.Name; this package
-// imports no runtime's contract, for gate-client's sake). internal/runtime/runtimes lists every
+// imports no runtime's contract, to stay small). internal/runtime/runtimes lists every
 // runtime the sidecar knows.
 const RuntimeClaudeCode = "claude-code"
 

@@ -1,7 +1,7 @@
 // Package handoff replaces the running process with a hook that reads, on its stdin, the hook
 // input the process has already read: gate-hook hands a call that needs CEL to gate-hook-cel
-// this way, and gate-client hands a call the sidecar could not answer to gate-hook. It imports
-// only os, syscall and golang.org/x/sys/unix, so gate-client stays small.
+// this way (gate-client, which links syscall alone, spells the same hand-off again in
+// cmd/gate-client/handoff.go). It imports only os, syscall and golang.org/x/sys/unix.
 package handoff
 
 import (
