@@ -94,7 +94,7 @@ type approvalResponse struct {
 // only once Expired is recorded (the API server's clock measures the deadline, and an approval
 // it admits before then counts); until then, for at most approvals.ExpiryGrace, it reads
 // Pending.
-func (a *API) getApproval(w http.ResponseWriter, r *http.Request, _ string) {
+func (a *API) getApproval(w http.ResponseWriter, r *http.Request, _ Caller) {
 	if a.Approvals == nil {
 		writeError(w, http.StatusNotFound, errNoApprovals.Error())
 		return

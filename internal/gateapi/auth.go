@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
+
+	"github.com/intutic/gate-operator/internal/decisionlog"
 )
 
 // TokenReviewer reviews a bearer token; client-go's TokenReviews client satisfies it.
@@ -115,6 +117,18 @@ func authStatus(err error) int {
 type Caller struct {
 	ServiceAccount  string
 	PodName, PodUID string
+}
+
+// insecureCaller names the caller of a request under --insecure-no-auth in decision records.
+const insecureCaller = "insecure-no-auth"
+
+// origin is where the caller's decisions come from, for their records: its ServiceAccount, or
+// insecureCaller when nobody was authenticated.
+func (c Caller) origin() decisionlog.Origin {
+	if c.ServiceAccount == "" {
+		return decisionlog.Origin{Caller: insecureCaller}
+	}
+	return decisionlog.Origin{Caller: c.ServiceAccount}
 }
 
 // The TokenReview's user.extra keys of the pod a token is bound to.

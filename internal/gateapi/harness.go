@@ -9,7 +9,6 @@ import (
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/approvals"
-	"github.com/intutic/gate-operator/internal/decisionlog"
 	"github.com/intutic/gate-operator/internal/gate"
 )
 
@@ -125,7 +124,7 @@ func (p *pendingApproval) normalize() (toolCall, error) {
 	return toolCall{Type: "tool-call", ToolCallID: p.ToolCallID, ToolName: p.ToolName, Input: input, ProviderExecuted: pe}, nil
 }
 
-func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller string) {
+func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller Caller) {
 	var req approvalsRequest
 	if err := decodeStrict(r, &req); err != nil {
 		badRequest(w, err)
@@ -149,7 +148,7 @@ func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller st
 		}
 		// Input that does not decode as the harness decoded it is refused, never approved.
 		call := &gate.Call{Tool: tc.ToolName, Surface: gate.SurfaceHarness, Session: req.Session}
-		d := publicDecision(a.Decisions.EvaluateRaw(a.Gate, a.identify(call, caller), tc.Input, decisionlog.Origin{Caller: caller}))
+		d := publicDecision(a.Decisions.EvaluateRaw(a.Gate, identify(call, caller), tc.Input, caller.origin()))
 		if d.Verdict == gate.Ask {
 			held := heldApproval{ApprovalID: p.ApprovalID, ToolCallID: tc.ToolCallID, ToolName: tc.ToolName, Reason: d.Reason, IncidentID: d.IncidentID, Would: d.Would}
 			if create {
@@ -226,7 +225,7 @@ var retryableCodes = map[string]bool{
 	gate.CodeGateCrashed: true, gate.CodeSnapshotMissing: true, gate.CodeSnapshotCorrupt: true, gate.CodeSnapshotUnverified: true,
 }
 
-func (a *API) needsApproval(w http.ResponseWriter, r *http.Request, caller string) {
+func (a *API) needsApproval(w http.ResponseWriter, r *http.Request, caller Caller) {
 	var req needsApprovalRequest
 	if err := decodeStrict(r, &req); err != nil {
 		badRequest(w, err)

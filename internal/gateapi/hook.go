@@ -53,7 +53,7 @@ type hookDecision struct {
 
 // hookApproval answers POST /v1/hook/approvals with the call's approval as GET
 // /v1/approvals/{name} answers it, creating it first when it does not exist.
-func (a *API) hookApproval(w http.ResponseWriter, r *http.Request, _ string) {
+func (a *API) hookApproval(w http.ResponseWriter, r *http.Request, caller Caller) {
 	create, err := a.wantsApprovals(r)
 	switch {
 	case err != nil:
@@ -63,8 +63,7 @@ func (a *API) hookApproval(w http.ResponseWriter, r *http.Request, _ string) {
 		badRequest(w, errors.New("a hook approval is asked for with "+HeaderHumanApproval+": "+humanApprovalCreate))
 		return
 	}
-	caller, ok := callerOf(r)
-	if !ok || caller.PodUID == "" {
+	if caller.PodUID == "" {
 		writeError(w, http.StatusForbidden, "a hook approval needs a ServiceAccount token bound to its pod (a projected token, which only the pod's gate-agent sidecar mounts)")
 		return
 	}

@@ -2,7 +2,6 @@ package gateapi
 
 import (
 	"bytes"
-	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -147,18 +146,11 @@ func (a *API) requestLog(r *http.Request) logr.Logger {
 	return log.WithValues("method", r.Method, "path", r.URL.Path, "remoteAddr", r.RemoteAddr)
 }
 
-// callerKey is the request context's key of the authenticated Caller.
-type callerKey struct{}
-
-// callerOf is the request's authenticated caller; none without authentication.
-func callerOf(r *http.Request) (Caller, bool) {
-	c, ok := r.Context().Value(callerKey{}).(Caller)
-	return c, ok
-}
-
-func (a *API) authed(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+// authed authenticates the request and hands the handler its caller: the zero Caller under
+// --insecure-no-auth (Auth nil), which authenticates nobody.
+func (a *API) authed(h func(http.ResponseWriter, *http.Request, Caller)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		caller := "insecure-no-auth"
+		var caller Caller
 		if a.Auth != nil {
 			c, err := a.Auth.AuthenticateCaller(r)
 			if err != nil {
@@ -172,8 +164,7 @@ func (a *API) authed(h func(http.ResponseWriter, *http.Request, string)) http.Ha
 				writeError(w, status, msg)
 				return
 			}
-			caller = c.ServiceAccount
-			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
+			caller = c
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
 		h(w, r, caller)
@@ -215,17 +206,15 @@ func badRequest(w http.ResponseWriter, err error) {
 }
 
 // decide runs the gate for one API call; rawInput is the input as the caller sent it.
-func (a *API) decide(c *gate.Call, caller string, rawInput []byte) gate.Decision {
-	return publicDecision(a.Decisions.Evaluate(a.Gate, a.identify(c, caller), rawInput, decisionlog.Origin{Caller: caller}))
+func (a *API) decide(c *gate.Call, caller Caller, rawInput []byte) gate.Decision {
+	return publicDecision(a.Decisions.Evaluate(a.Gate, identify(c, caller), rawInput, caller.origin()))
 }
 
 // identify tells the rules who is calling: the ServiceAccount TokenReview authenticated
 // (caller.serviceAccount), or nobody without authentication (--insecure-no-auth). Nothing the
 // request body says about its caller is taken.
-func (a *API) identify(c *gate.Call, caller string) *gate.Call {
-	if a.Auth != nil {
-		c.Caller.ServiceAccount = caller
-	}
+func identify(c *gate.Call, caller Caller) *gate.Call {
+	c.Caller.ServiceAccount = caller.ServiceAccount
 	return c
 }
 
@@ -257,7 +246,7 @@ type guardRequest struct {
 	Session string          `json:"session,omitempty"`
 }
 
-func (a *API) guard(w http.ResponseWriter, r *http.Request, caller string) {
+func (a *API) guard(w http.ResponseWriter, r *http.Request, caller Caller) {
 	var req guardRequest
 	if err := decodeStrict(r, &req); err != nil {
 		badRequest(w, err)
@@ -294,7 +283,7 @@ type harnessSettingsResponse struct {
 	NetworkPolicy json.RawMessage `json:"networkPolicy"`
 }
 
-func (a *API) harnessSettings(w http.ResponseWriter, _ *http.Request, _ string) {
+func (a *API) harnessSettings(w http.ResponseWriter, _ *http.Request, _ Caller) {
 	settings, policy, err := a.readHarnessFiles()
 	switch {
 	case err != nil:
