@@ -62,10 +62,7 @@ func (s *Server) answer(req *agentproto.Request) (agentproto.Response, decisionl
 	// A human's approval is an allow spelled out: the call runs without Claude Code's prompt.
 	stdout, stderr, exit := rt.Answer(d, req.Token, req.Flags.ExplicitAllow || (hold.approval != nil && d.Verdict == gate.Allow))
 	if hold.deferred {
-		stdout, stderr, exit = claudecode.DeferResponse(d.Reason), nil, 0
-		if req.Token != "" {
-			stdout = append(claudecode.AnswerLine(req.Token), stdout...)
-		}
+		stdout, stderr, exit = runtimes.DeferClaudeCode(d.Reason, req.Token), nil, 0
 	}
 	resp := agentproto.Response{Nonce: req.Nonce, Version: version, Exit: exit, Stdout: stdout, Stderr: stderr}
 	rec := decisionlog.FromDecision(d, call, req.Input)

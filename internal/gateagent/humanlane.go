@@ -30,16 +30,11 @@ type HumanLane struct {
 	// TokenFile is the projected ServiceAccount token bound to the pod, with the confirmer's
 	// audience, mounted into this container only. It is read per request: kubelet rotates it.
 	TokenFile string
-	// Timeout bounds one request; it must leave gate-client's deadline room. Default
-	// DefaultHumanLaneTimeout.
-	Timeout time.Duration
-	// Client sends the requests; nil is a client of its own.
-	Client *http.Client
 }
 
-// DefaultHumanLaneTimeout leaves gate-client's 1.5 s deadline half a second for the rest of
-// the decision.
-const DefaultHumanLaneTimeout = time.Second
+// humanLaneTimeout bounds one request to the confirmer: it leaves gate-client's 1.5 s deadline
+// half a second for the rest of the decision.
+const humanLaneTimeout = time.Second
 
 // Outcomes of the human lane, in records (approval.outcome) and in
 // gate_agent_human_lane_total.
@@ -86,11 +81,7 @@ func (h *HumanLane) approval(ctx context.Context, input []byte, policy string, d
 	if err != nil {
 		return laneApproval{}, err
 	}
-	timeout := h.Timeout
-	if timeout <= 0 {
-		timeout = DefaultHumanLaneTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, humanLaneTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(h.URL, "/")+"/v1/hook/approvals", bytes.NewReader(body))
 	if err != nil {
@@ -99,11 +90,7 @@ func (h *HumanLane) approval(ctx context.Context, input []byte, policy string, d
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 	req.Header.Set("Gate-Human-Approval", "create")
-	client := h.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return laneApproval{}, err
 	}
@@ -134,14 +121,6 @@ func (e *laneError) Error() string {
 	return fmt.Sprintf("the confirmer answered %d %s: %s", e.status, e.code, e.msg)
 }
 
-// refused reports whether the confirmer refused the call for good (409): its approval exists
-// and does not describe it, or the pod's policy is not the confirmer's. Retrying changes
-// nothing; the call must not run.
-func refused(err error) bool {
-	var le *laneError
-	return errors.As(err, &le) && le.status == http.StatusConflict
-}
-
 // held is a decision the human lane answered: the decision in effect, whether it is a defer,
 // and the approval record.
 type held struct {
@@ -158,11 +137,12 @@ func (s *Server) holdForHuman(input []byte, policy string, d gate.Decision) held
 		return held{d: d, outcome: laneUnavailable}
 	}
 	a, err := s.opts.HumanLane.approval(context.Background(), input, policy, d)
+	var le *laneError
 	switch {
-	case refused(err):
-		// The call must not run, and no human can approve it as it is: a deny that says why.
-		var le *laneError
-		errors.As(err, &le)
+	case errors.As(err, &le) && le.status == http.StatusConflict:
+		// The confirmer refused the call for good: its approval exists and does not describe
+		// it, or the pod's policy is not the confirmer's. The call must not run, and no human
+		// can approve it as it is: a deny that says why.
 		s.log.Info("the confirmer refused to hold the call", "code", le.code, "status", le.status, "incidentId", d.IncidentID)
 		out := d
 		out.Verdict, out.Code = gate.Block, le.code

@@ -90,11 +90,23 @@ func Names() []string {
 // call with the same bytes.
 func (r Runtime) Answer(d gate.Decision, token string, explicitAllow bool) (stdout, stderr []byte, exit int) {
 	stdout, msg, exit := r.Respond(d, explicitAllow)
-	if token != "" {
-		stdout = append(claudecode.AnswerLine(token), stdout...)
-	}
 	if msg != "" {
 		stderr = []byte(msg + "\n")
 	}
-	return stdout, stderr, exit
+	return withAnswerLine(token, stdout), stderr, exit
+}
+
+// DeferClaudeCode is the stdout of Claude Code's answer holding a call for a human
+// (claudecode.DeferResponse, exit 0, nothing on stderr), after the answer line for token as
+// Answer prints it. No other runtime can hold a call.
+func DeferClaudeCode(reason, token string) []byte {
+	return withAnswerLine(token, claudecode.DeferResponse(reason))
+}
+
+// withAnswerLine is stdout after the answer line for token, when there is one.
+func withAnswerLine(token string, stdout []byte) []byte {
+	if token == "" {
+		return stdout
+	}
+	return append(claudecode.AnswerLine(token), stdout...)
 }
