@@ -43,20 +43,19 @@ func (a *API) wantsApprovals(r *http.Request) (bool, error) {
 	return true, nil
 }
 
-// createApproval creates (or finds) the ToolApproval of one Ask verdict of an HTTP surface:
-// session is the caller's run or thread id, toolUseID its approval or tool-call id.
-func (a *API) createApproval(ctx context.Context, surface gatev1.ApprovalSurface, session, toolUseID, tool string, d gate.Decision, rawInput []byte) (string, error) {
+// createApproval creates (or finds) the ToolApproval of one Ask verdict of an HTTP surface,
+// due the confirmer's deadline from now: r's session is the caller's run or thread id (or the
+// hook's session), its toolUseID the approval or tool-call id.
+func (a *API) createApproval(ctx context.Context, r approvals.Request) (*gatev1.ToolApproval, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ta, err := a.Approvals.Ensure(ctx, approvals.Request{
-		Surface: surface, Session: session, ToolUseID: toolUseID, Tool: tool, Decision: d, RawInput: rawInput,
-		ExpiresAt: a.Approvals.Now().Add(a.Approvals.Deadline),
-	})
+	r.ExpiresAt = a.Approvals.Now().Add(a.Approvals.Deadline)
+	ta, err := a.Approvals.Ensure(ctx, r)
 	if err != nil {
-		a.Log.Error(err, "creating a ToolApproval", "surface", surface, "session", session, "toolUseId", toolUseID)
-		return "", err
+		a.Log.Error(err, "creating a ToolApproval", "surface", r.Surface, "session", r.Session, "toolUseId", r.ToolUseID)
+		return nil, err
 	}
-	return ta.Name, nil
+	return ta, nil
 }
 
 // CodeApprovalNotTrusted is the code of an answer about an object of an approval's name that

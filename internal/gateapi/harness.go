@@ -153,13 +153,15 @@ func (a *API) harnessApprovals(w http.ResponseWriter, r *http.Request, caller Ca
 			held := heldApproval{ApprovalID: p.ApprovalID, ToolCallID: tc.ToolCallID, ToolName: tc.ToolName, Reason: d.Reason, IncidentID: d.IncidentID, Would: d.Would}
 			if create {
 				// Without its ToolApproval a human could never answer the call: the request fails, and is retried.
-				if held.ApprovalName, err = a.createApproval(r.Context(), gatev1.SurfaceHarness, req.Session, p.ApprovalID, tc.ToolName, d, tc.Input); errors.Is(err, approvals.ErrNotTrusted) {
+				ta, err := a.createApproval(r.Context(), approvals.Request{Surface: gatev1.SurfaceHarness, Session: req.Session, ToolUseID: p.ApprovalID, Tool: tc.ToolName, Decision: d, RawInput: tc.Input})
+				if errors.Is(err, approvals.ErrNotTrusted) {
 					writeConflict(w, "pendingApprovals["+strconv.Itoa(i)+"]: "+notTrustedMessage(err), CodeApprovalNotTrusted)
 					return
 				} else if err != nil {
 					writeError(w, http.StatusServiceUnavailable, "the ToolApproval of pendingApprovals["+strconv.Itoa(i)+"] could not be created; retry")
 					return
 				}
+				held.ApprovalName = ta.Name
 			}
 			resp.Pending = append(resp.Pending, held)
 			continue
@@ -259,7 +261,7 @@ func (a *API) needsApproval(w http.ResponseWriter, r *http.Request, caller Calle
 	case gate.Ask:
 		body := withWould(map[string]any{"needsApproval": true, "reason": d.Reason, "incidentId": d.IncidentID}, d)
 		if create {
-			name, err := a.createApproval(r.Context(), gatev1.SurfaceWorkflow, req.Session, req.ToolCallID, req.ToolName, d, req.Input)
+			ta, err := a.createApproval(r.Context(), approvals.Request{Surface: gatev1.SurfaceWorkflow, Session: req.Session, ToolUseID: req.ToolCallID, Tool: req.ToolName, Decision: d, RawInput: req.Input})
 			if errors.Is(err, approvals.ErrNotTrusted) {
 				// Never adopted, and no retry makes it this call's: the call is refused.
 				writeJSONStatus(w, http.StatusConflict, fatalError{Name: "FatalError", Fatal: true, Message: notTrustedMessage(err), Reason: d.Reason,
@@ -271,8 +273,8 @@ func (a *API) needsApproval(w http.ResponseWriter, r *http.Request, caller Calle
 				writeJSONStatus(w, http.StatusServiceUnavailable, map[string]any{"name": "RetryableError", "message": "the ToolApproval could not be created; retry", "incidentId": d.IncidentID})
 				return
 			}
-			body["approvalName"] = name
-			w.Header().Set(HeaderApprovalName, name)
+			body["approvalName"] = ta.Name
+			w.Header().Set(HeaderApprovalName, ta.Name)
 		}
 		writeJSONStatus(w, http.StatusOK, body)
 	default:

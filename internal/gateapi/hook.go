@@ -101,18 +101,15 @@ func (a *API) hookApproval(w http.ResponseWriter, r *http.Request, caller Caller
 	}
 	d := gate.Decision{Verdict: gate.Ask, Rule: req.Decision.Rule, Reason: req.Decision.Reason, Layer: req.Decision.Layer,
 		SnapshotDigest: req.Decision.SnapshotDigest, IncidentID: req.Decision.IncidentID}
-	ctx := r.Context()
-	ta, err := a.Approvals.Ensure(ctx, approvals.Request{
+	ta, err := a.createApproval(r.Context(), approvals.Request{
 		Surface: gatev1.SurfaceHook, Session: in.SessionID, ToolUseID: in.ToolUseID, Tool: gate.CanonicalToolName(call.Tool, call.Server),
-		Decision: d, RawInput: in.ToolInput, ExpiresAt: a.Approvals.Now().Add(a.Approvals.Deadline),
-		Pod: &gatev1.ToolApprovalPod{Name: caller.PodName, UID: caller.PodUID},
+		Decision: d, RawInput: in.ToolInput, Pod: &gatev1.ToolApprovalPod{Name: caller.PodName, UID: caller.PodUID},
 	})
 	switch {
 	case errors.Is(err, approvals.ErrNotTrusted):
 		writeConflict(w, notTrustedMessage(err), CodeApprovalNotTrusted)
 		return
 	case err != nil:
-		a.requestLog(r).Error(err, "creating a hook ToolApproval", "pod", caller.PodName, "session", in.SessionID, "toolUseId", in.ToolUseID)
 		writeError(w, http.StatusServiceUnavailable, "the ToolApproval could not be created or read; retry")
 		return
 	}
