@@ -50,7 +50,7 @@ func confirmerLabels(sc *gatev1.SessionConfirmer) map[string]string {
 	return map[string]string{
 		gatev1.LabelManagedBy:         gatev1.ManagedByValue,
 		gatev1.LabelConfirmer:         sc.Name,
-		"app.kubernetes.io/name":      "gate-confirmer",
+		"app.kubernetes.io/name":      confirmerconfig.AppName,
 		"app.kubernetes.io/instance":  sc.Name,
 		"app.kubernetes.io/component": "confirmer",
 		"app.kubernetes.io/part-of":   "gate-operator",
@@ -61,7 +61,7 @@ func confirmerLabels(sc *gatev1.SessionConfirmer) map[string]string {
 func confirmerReplicas(sc *gatev1.SessionConfirmer) int32 { return ptr.Deref(sc.Spec.Replicas, 2) }
 
 func confirmerSelector(sc *gatev1.SessionConfirmer) map[string]string {
-	return map[string]string{gatev1.LabelConfirmer: sc.Name, "app.kubernetes.io/name": "gate-confirmer"}
+	return confirmerconfig.PodSelector(sc.Name)
 }
 
 // confirmerArgs configures the confirmer exactly as the spec says, through the one definition

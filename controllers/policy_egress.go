@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
-	"github.com/intutic/gate-operator/internal/confirmerconfig"
 	"github.com/intutic/gate-operator/internal/egress"
 )
 
@@ -72,7 +71,7 @@ func withHumanLane(p *gatev1.HarnessAgentPolicy, e *egress.Egress) {
 	if p.Spec.GateAgent == nil || p.Spec.GateAgent.HumanApproval == nil {
 		return
 	}
-	e.Spec.WithEgress(egress.HumanLaneRule(p.Spec.GateAgent.HumanApproval.Confirmer, confirmerconfig.ServicePort))
+	e.Spec.WithEgress(egress.HumanLaneRule(p.Spec.GateAgent.HumanApproval.Confirmer))
 }
 
 // policyHosts is the resolution state of one policy's allowed hosts (or one cluster policy's

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
 	"github.com/intutic/gate-operator/internal/anthropic"
 	"github.com/intutic/gate-operator/internal/gate"
 )
@@ -96,6 +97,15 @@ func ServiceName(name string) string { return name + "-confirmer" }
 
 // ServicePort is the port of a confirmer's gate API, on its pods and its Service.
 const ServicePort = 8080
+
+// AppName is the app.kubernetes.io/name label of every confirmer's pods.
+const AppName = "gate-confirmer"
+
+// PodSelector selects the pods of the SessionConfirmer name in its namespace: its Deployment's
+// and Service's selector, and the peer of the egress its policy's human lane adds.
+func PodSelector(name string) map[string]string {
+	return map[string]string{gatev1.LabelConfirmer: name, "app.kubernetes.io/name": AppName}
+}
 
 // field is one flag: its name, its help, and a pointer into a Config (*string, *bool, *int,
 // *time.Duration or *[]string, the last written comma-separated).

@@ -9,6 +9,7 @@ import (
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
 	gatev1 "github.com/intutic/gate-operator/api/v1alpha1"
+	"github.com/intutic/gate-operator/internal/confirmerconfig"
 )
 
 // Canary is the manager's egress canary control port (internal/egresscanary), which every
@@ -63,18 +64,15 @@ func ModeOf(rules []networkingv1.NetworkPolicyEgressRule, c Canary) gatev1.Egres
 	return gatev1.EgressModeDenyAll
 }
 
-// confirmerAppName is the app.kubernetes.io/name of every SessionConfirmer's pods.
-const confirmerAppName = "gate-confirmer"
-
 // HumanLaneRule is the egress a policy's pods get for the human lane of their gate-agent
 // (spec.gateAgent.humanApproval): the named SessionConfirmer's pods, in the policy's namespace,
 // on its gate API port. The NetworkPolicy applies to the whole pod, so the agent can reach that
 // port too; the confirmer serves it nothing without the token only gate-agent mounts.
-func HumanLaneRule(confirmer string, apiPort int32) *networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration {
+func HumanLaneRule(confirmer string) *networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration {
 	return networkingv1ac.NetworkPolicyEgressRule().
 		WithTo(networkingv1ac.NetworkPolicyPeer().
-			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{gatev1.LabelConfirmer: confirmer, "app.kubernetes.io/name": confirmerAppName}))).
-		WithPorts(port(corev1.ProtocolTCP, apiPort))
+			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(confirmerconfig.PodSelector(confirmer)))).
+		WithPorts(port(corev1.ProtocolTCP, confirmerconfig.ServicePort))
 }
 
 // isHumanLaneRule reports whether r is a HumanLaneRule: one peer, a confirmer's pods of the
@@ -85,6 +83,6 @@ func isHumanLaneRule(r networkingv1.NetworkPolicyEgressRule) bool {
 	}
 	peer := r.To[0]
 	return peer.IPBlock == nil && peer.NamespaceSelector == nil && peer.PodSelector != nil && len(peer.PodSelector.MatchExpressions) == 0 &&
-		len(peer.PodSelector.MatchLabels) == 2 && peer.PodSelector.MatchLabels["app.kubernetes.io/name"] == confirmerAppName &&
-		peer.PodSelector.MatchLabels[gatev1.LabelConfirmer] != ""
+		peer.PodSelector.MatchLabels[gatev1.LabelConfirmer] != "" &&
+		maps.Equal(peer.PodSelector.MatchLabels, confirmerconfig.PodSelector(peer.PodSelector.MatchLabels[gatev1.LabelConfirmer]))
 }

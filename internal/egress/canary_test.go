@@ -110,7 +110,7 @@ func TestNoCanaryRendersNoRule(t *testing.T) {
 // pod of the namespace, another namespace) is not taken for it.
 func TestHumanLaneRule(t *testing.T) {
 	e := RenderEgress(&gatev1.HarnessAgentPolicySpec{}, nil, DefaultDNSSelector, testCanary, nil, nil)
-	e.Spec.WithEgress(HumanLaneRule("coding-agents", 8080))
+	e.Spec.WithEgress(HumanLaneRule("coding-agents"))
 	spec := applied(t, e)
 	if len(spec.Egress) != 2 || !isHumanLaneRule(spec.Egress[1]) {
 		t.Fatalf("rules %+v", spec.Egress)
