@@ -285,12 +285,8 @@ func injectBundle(pod *corev1.Pod, cm, hook string, o InjectOptions) ([]string, 
 		if c.init && (c.Name == InstallContainerName || c.Name == GateAgentContainerName) {
 			continue
 		}
-		if err := binReadOnly(c.Container, c.kind()); err != nil {
+		if err := gateMountsKept(c.Container, c.kind()); err != nil {
 			return nil, err
-		}
-		if slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == VolumeConfirmerToken }) {
-			return nil, &ConflictError{fmt.Sprintf("%s %s mounts volume %s: it holds the token only %s presents to its SessionConfirmer; mount it nowhere else",
-				c.kind(), c.Name, VolumeConfirmerToken, GateAgentContainerName)}
 		}
 		if err := notGateAgent(pod, c.Container); err != nil {
 			return nil, err
@@ -345,12 +341,16 @@ func containersOf(pod *corev1.Pod) []podContainer {
 	return out
 }
 
-// binReadOnly refuses a container that mounts VolumeBin writable, which could replace the
-// gate-hook binary every governed container runs, or VolumeAgentRun, which could replace the
-// gate-agent's socket.
-func binReadOnly(c *corev1.Container, kind string) error {
+// gateMountsKept refuses a container that mounts VolumeBin writable, which could replace the
+// gate-hook binary every governed container runs, VolumeAgentRun writable, which could replace
+// the gate-agent's socket, or VolumeConfirmerToken at all, which holds the token only gate-agent
+// presents to its SessionConfirmer.
+func gateMountsKept(c *corev1.Container, kind string) error {
 	for _, m := range c.VolumeMounts {
 		switch {
+		case m.Name == VolumeConfirmerToken:
+			return &ConflictError{fmt.Sprintf("%s %s mounts volume %s: it holds the token only %s presents to its SessionConfirmer; mount it nowhere else",
+				kind, c.Name, VolumeConfirmerToken, GateAgentContainerName)}
 		case m.ReadOnly:
 		case m.Name == VolumeBin:
 			return &ConflictError{fmt.Sprintf("%s %s mounts volume %s writable at %s: only %s may write the gate-hook binary; mount it readOnly, or not at all",
