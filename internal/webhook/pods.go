@@ -248,16 +248,14 @@ func (h *PodInjector) resolveCanary(ctx context.Context) (o InjectOptions, refus
 	o = h.Options
 	o.EgressCanary = o.egressCanary()
 	c := o.EgressCanary
-	svc := &corev1.Service{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Service}, svc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return o, fmt.Sprintf("the manager's egress canary Service %s/%s does not exist, and the pod's wait-for-egress-policy needs its ClusterIP: install the operator whole (docs/install.md)", c.Namespace, c.Service), nil
-		}
+	ip, clusterIP, err := h.clusterIP(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Service})
+	switch {
+	case apierrors.IsNotFound(err):
+		return o, fmt.Sprintf("the manager's egress canary Service %s/%s does not exist, and the pod's wait-for-egress-policy needs its ClusterIP: install the operator whole (docs/install.md)", c.Namespace, c.Service), nil
+	case err != nil:
 		return o, "", err
-	}
-	ip := net.ParseIP(svc.Spec.ClusterIP)
-	if ip == nil {
-		return o, fmt.Sprintf("the manager's egress canary Service %s/%s has no ClusterIP (%q; a headless Service has none), and the pod's wait-for-egress-policy dials it: it must be of type ClusterIP", c.Namespace, c.Service, svc.Spec.ClusterIP), nil
+	case ip == nil:
+		return o, fmt.Sprintf("the manager's egress canary Service %s/%s has no ClusterIP (%q; a headless Service has none), and the pod's wait-for-egress-policy dials it: it must be of type ClusterIP", c.Namespace, c.Service, clusterIP), nil
 	}
 	o.EgressCanary.Host = ip.String()
 	return o, "", nil
@@ -273,22 +271,32 @@ func (h *PodInjector) resolveCanary(ctx context.Context) (o InjectOptions, refus
 // policy does: its calls would otherwise wait for a human no confirmer could ask.
 func (h *PodInjector) humanLane(ctx context.Context, ns, confirmer string) (*HumanLane, *admission.Response) {
 	name := confirmerconfig.ServiceName(confirmer)
+	ip, _, err := h.clusterIP(ctx, client.ObjectKey{Namespace: ns, Name: name})
+	var r admission.Response
+	switch {
+	case apierrors.IsNotFound(err):
+		r = admission.Denied(fmt.Sprintf("the policy's spec.gateAgent.humanApproval names SessionConfirmer %q, whose Service %s/%s does not exist: apply the SessionConfirmer first", confirmer, ns, name))
+	case err != nil:
+		logf.FromContext(ctx).Error(err, "reading a SessionConfirmer's Service", "namespace", ns, "service", name)
+		r = admission.Errored(http.StatusInternalServerError, fmt.Errorf("the Service %s/%s of the SessionConfirmer the policy's spec.gateAgent.humanApproval names could not be read, so the pod cannot be governed", ns, name))
+	case ip == nil:
+		r = admission.Denied(fmt.Sprintf("the Service %s/%s of SessionConfirmer %q has no ClusterIP, which the pod's gate-agent dials", ns, name, confirmer))
+	default:
+		return &HumanLane{URL: "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(confirmerconfig.ServicePort)), Audience: confirmerconfig.TokenAudience(ns, confirmer)}, nil
+	}
+	return nil, &r
+}
+
+// clusterIP reads the ClusterIP of the Service key, which the injected containers dial rather
+// than its DNS name (a deny-all pod has no DNS): the address, or nil and the Service's
+// spec.clusterIP as it stands when that is no address (a headless Service); the read's error,
+// NotFound included, when the Service cannot be read.
+func (h *PodInjector) clusterIP(ctx context.Context, key client.ObjectKey) (net.IP, string, error) {
 	svc := &corev1.Service{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
-		r := admission.Errored(http.StatusInternalServerError, fmt.Errorf("the Service %s/%s of the SessionConfirmer the policy's spec.gateAgent.humanApproval names could not be read, so the pod cannot be governed", ns, name))
-		if apierrors.IsNotFound(err) {
-			r = admission.Denied(fmt.Sprintf("the policy's spec.gateAgent.humanApproval names SessionConfirmer %q, whose Service %s/%s does not exist: apply the SessionConfirmer first", confirmer, ns, name))
-		} else {
-			logf.FromContext(ctx).Error(err, "reading a SessionConfirmer's Service", "namespace", ns, "service", name)
-		}
-		return nil, &r
+	if err := h.Reader.Get(ctx, key, svc); err != nil {
+		return nil, "", err
 	}
-	ip := net.ParseIP(svc.Spec.ClusterIP)
-	if ip == nil {
-		r := admission.Denied(fmt.Sprintf("the Service %s/%s of SessionConfirmer %q has no ClusterIP, which the pod's gate-agent dials", ns, name, confirmer))
-		return nil, &r
-	}
-	return &HumanLane{URL: "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(confirmerconfig.ServicePort)), Audience: confirmerconfig.TokenAudience(ns, confirmer)}, nil
+	return net.ParseIP(svc.Spec.ClusterIP), svc.Spec.ClusterIP, nil
 }
 
 // validationErrors says why name cannot be an object's name, or "".
