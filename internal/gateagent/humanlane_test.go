@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,18 +59,20 @@ func confirmerFor(t *testing.T, policy string) (*httptest.Server, client.Client)
 	return srv, cl
 }
 
-// answerApproval records a human's answer on the only ToolApproval there is.
-func answerApproval(t *testing.T, cl client.Client, state gatev1.ToolApprovalState, user, message string) {
+// answerApproval records a human's answer on the ToolApproval name, as kubectl gate does:
+// settled with its condition, the approver in status.decision.
+func answerApproval(t *testing.T, cl client.Client, name string, state gatev1.ToolApprovalState, user, message string) {
 	t.Helper()
 	ctx := context.Background()
-	var l gatev1.ToolApprovalList
-	if err := cl.List(ctx, &l); err != nil || len(l.Items) != 1 {
-		t.Fatalf("%d ToolApprovals (%v), want 1", len(l.Items), err)
+	ta := &gatev1.ToolApproval{}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "agents", Name: name}, ta); err != nil {
+		t.Fatal(err)
 	}
-	ta := &l.Items[0]
-	ta.Status.State = state
-	ta.Status.Decision = &gatev1.ToolApprovalDecision{User: user, Message: message, Time: &metav1.Time{Time: time.Now()}}
-	meta.SetStatusCondition(&ta.Status.Conditions, metav1.Condition{Type: string(state), Status: metav1.ConditionTrue, Reason: "ByUser"})
+	now := time.Now()
+	if err := ta.Settle(state, state.ApproverReason(), "", now); err != nil {
+		t.Fatal(err)
+	}
+	ta.Status.Decision = &gatev1.ToolApprovalDecision{User: user, Message: message, Time: &metav1.Time{Time: now}}
 	if err := cl.Status().Update(ctx, ta); err != nil {
 		t.Fatal(err)
 	}
@@ -120,12 +121,14 @@ func TestHumanLane(t *testing.T) {
 		t.Fatalf("the approval: %+v", sp)
 	}
 
-	answerApproval(t, cl, gatev1.ApprovalApproved, "alice", "ship it")
+	answerApproval(t, cl, l.Items[0].Name, gatev1.ApprovalApproved, "alice", "ship it")
 	if got := ask(apply); got.exit != 0 || !strings.Contains(got.stdout, `"permissionDecision":"allow"`) || !strings.Contains(got.stdout, "approved by alice") {
 		t.Fatalf("an approved call: %+v, want an allow", got)
 	}
-	if rec := r.waitRecords(t, 3)[2]; rec.Verdict != "Allow" || rec.Rule != "kubectl-needs-human" || rec.Approval == nil || rec.Approval.User != "alice" || rec.Approval.Outcome != laneAllowed {
-		t.Fatalf("the record of an approved call: %+v", rec)
+	recs = r.waitRecords(t, 3)
+	if i := slices.IndexFunc(recs, func(r decisionlog.Record) bool { return r.Approval != nil && r.Approval.Outcome == laneAllowed }); i < 0 ||
+		recs[i].Verdict != "Allow" || recs[i].Rule != "kubectl-needs-human" || recs[i].Approval.User != "alice" {
+		t.Fatalf("no record of the approved call: %+v", recs)
 	}
 	if n := r.counter(t, "gate_agent_human_lane_total", map[string]string{"outcome": laneAllowed}); n != 1 {
 		t.Errorf("gate_agent_human_lane_total{outcome=Allowed} = %v", n)
@@ -135,11 +138,22 @@ func TestHumanLane(t *testing.T) {
 		t.Fatalf("an allowed call: %+v", got)
 	}
 
-	answerApproval(t, cl, gatev1.ApprovalDenied, "bob", "not on a Friday")
-	if got := ask(apply); got.exit != 2 || !strings.Contains(got.stdout, `"permissionDecision":"deny"`) || !strings.Contains(got.stderr, "denied by bob: not on a Friday") {
+	// Another call is another approval: deferred, then denied.
+	deleteNS := gateagenttest.Payload("Bash", map[string]any{"command": "kubectl delete ns prod"})
+	if got := ask(deleteNS); !strings.Contains(got.stdout, `"permissionDecision":"defer"`) {
+		t.Fatalf("another held call: %+v, want a defer", got)
+	}
+	// A record is written after its answer, so two calls' records may come in either order.
+	recs = r.waitRecords(t, 5)
+	other := slices.IndexFunc(recs, func(r decisionlog.Record) bool { return r.Approval != nil && r.Approval.Name != l.Items[0].Name })
+	if other < 0 || recs[other].Approval.Outcome != laneDeferred {
+		t.Fatalf("no record of another held call: %+v", recs)
+	}
+	answerApproval(t, cl, recs[other].Approval.Name, gatev1.ApprovalDenied, "bob", "not on a Friday")
+	if got := ask(deleteNS); got.exit != 2 || !strings.Contains(got.stdout, `"permissionDecision":"deny"`) || !strings.Contains(got.stderr, "denied by bob: not on a Friday") {
 		t.Fatalf("a denied call: %+v, want a deny with the approver's message", got)
 	}
-	recs = r.waitRecords(t, 5)
+	recs = r.waitRecords(t, 6)
 	if i := slices.IndexFunc(recs, func(r decisionlog.Record) bool { return r.Code == CodeApprovalDenied }); i < 0 || recs[i].Verdict != "Block" || recs[i].Approval == nil || recs[i].Approval.State != "Denied" {
 		t.Fatalf("no record of the denied call: %+v", recs)
 	}

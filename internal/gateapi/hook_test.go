@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -71,9 +70,11 @@ func TestHookApproval(t *testing.T) {
 	if status, other := post(otherPodTok, heldCall); status != 200 || other["name"] == name {
 		t.Fatalf("another pod's call: %d %v", status, other)
 	}
-	ta.Status.State = gatev1.ApprovalApproved
-	ta.Status.Decision = &gatev1.ToolApprovalDecision{User: "alice", Message: "go", Time: &metav1.Time{Time: time.Now()}}
-	meta.SetStatusCondition(&ta.Status.Conditions, metav1.Condition{Type: string(gatev1.ApprovalApproved), Status: metav1.ConditionTrue, Reason: "ByUser"})
+	now := time.Now()
+	if err := ta.Settle(gatev1.ApprovalApproved, gatev1.ReasonApprovedByUser, "", now); err != nil {
+		t.Fatal(err)
+	}
+	ta.Status.Decision = &gatev1.ToolApprovalDecision{User: "alice", Message: "go", Time: &metav1.Time{Time: now}}
 	if err := cl.Status().Update(ctx, ta); err != nil {
 		t.Fatal(err)
 	}
