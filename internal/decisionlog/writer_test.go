@@ -59,7 +59,10 @@ func TestWriterRateLimitsAllowRecords(t *testing.T) {
 	}
 }
 
-// blocked is an output that takes nothing until released, as a stalled log pipeline.
+// blocked is an output that takes nothing until released, as a stalled log pipeline. entered
+// holds one signal that a Write began: it is buffered, so the signal waits for a test that is
+// not yet receiving (unbuffered, a Write that came first found no receiver, and the test then
+// waited for it for ever).
 type blocked struct {
 	entered, release chan struct{}
 	testutil.SyncBuffer
@@ -78,7 +81,7 @@ func (b *blocked) Write(p []byte) (int, error) {
 // records stop at half the queue, the others fill it, and the rest are dropped and counted,
 // each class in its own count, reported when the output takes lines again.
 func TestWriterNeverBlocksTheDecider(t *testing.T) {
-	out := &blocked{entered: make(chan struct{}), release: make(chan struct{})}
+	out := &blocked{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	reg := prometheus.NewRegistry()
 	w := decisionlog.NewWriter(out, decisionlog.WriterOptions{AllowRate: 1e9, AllowBurst: 1e9, Queue: 8, Registerer: reg})
 	// One record is taken off the queue by the writer's goroutine and waits in Write.
